@@ -1,0 +1,3 @@
+from diagbench.cli import main
+
+main()

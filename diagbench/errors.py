@@ -1,0 +1,40 @@
+"""The errors diagbench raises, kept apart by whose fault they are.
+
+    DiagbenchError           anything diagbench raises on purpose
+    ├── UserError            the user's input is unusable: exit 2, one message, no traceback
+    │   ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
+    │   └── RunDirError      a run directory that cannot be read back
+    └── HarnessError         diagbench itself failed: exit 3
+
+A server under test that fails is never an exception: it is an `Outcome` in a record.
+Foreign errors (yaml, psutil, httpx, OSError) are translated where they are caught.
+"""
+
+from __future__ import annotations
+
+
+class DiagbenchError(Exception):
+    """Base of every error diagbench raises on purpose."""
+
+
+class UserError(DiagbenchError):
+    """The input (spec, command line, run directory) cannot be used as given."""
+
+
+class SpecError(UserError):
+    """A spec mistake, located at a file, a line and a field path."""
+
+    def __init__(self, file: str, line: int | None, path: str, message: str, fix: str = ""):
+        self.file, self.line, self.path, self.message, self.fix = file, line, path, message, fix
+        where = f"{file}:{line}" if line else file
+        field = f" {path}:" if path else ""
+        text = f"{where}:{field} {message}"
+        super().__init__(f"{text} ({fix})" if fix else text)
+
+
+class RunDirError(UserError):
+    """A run directory that does not exist or holds no readable records."""
+
+
+class HarnessError(DiagbenchError):
+    """diagbench failed by itself (not the server, not the user's input)."""

@@ -1,0 +1,200 @@
+"""The watch: a pure state machine from log hits, exits and the clock to one outcome.
+
+It owns the rules of design.md 3.3. `run` feeds it live; `classify` feeds it a file.
+Nothing here reads a pipe or a clock: callers pass `now`.
+
+A failure line opens a short settle window (`settle_s` seconds or `settle_lines`
+lines) so that a wrapper printed just after the root cause (SGLang's "Capture cuda
+graph failed: ...", after the traceback) can still decide the class; a signature
+marked `settles` ends the window at once. The best failure is the highest priority,
+then the earliest; the other failure classes seen become secondary classes.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from dataclasses import dataclass, field
+
+from diagbench.outcomes import Outcome
+from diagbench.scan import Hit
+from diagbench.signatures import Kind
+
+SETTLE_S = 0.3
+SETTLE_LINES = 200
+EVIDENCE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Evidence:
+    line_no: int
+    text: str
+
+    @classmethod
+    def of(cls, hit: Hit) -> Evidence:
+        return cls(hit.line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of one launch, and what decided it."""
+
+    outcome: Outcome
+    reason: str
+    at: float
+    failure_class: str | None = None
+    secondary_classes: tuple[str, ...] = ()
+    signature: str | None = None
+    evidence: Evidence | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadyRule:
+    """What 'ready' takes: a ready line, an HTTP 200, or both."""
+
+    log: bool = True
+    http: bool = False
+    http_path: str = ""
+
+
+@dataclass
+class _Window:
+    closes_at: float
+    closes_after_line: int
+    hits: list[Hit] = field(default_factory=list)
+
+
+class Watch:
+    """Decides one launch's outcome from what it is fed."""
+
+    def __init__(self, rule: ReadyRule, deadline: float | None, timeout_s: float | None = None,
+                 settle_s: float = SETTLE_S, settle_lines: int = SETTLE_LINES):
+        self.rule, self.deadline, self.timeout_s = rule, deadline, timeout_s
+        self.settle_s, self.settle_lines = settle_s, settle_lines
+        self.phase: str | None = None
+        self.decision: Decision | None = None
+        self.lines = 0
+        self._seen: set[str] = set()
+        self._ready_hit: Hit | None = None
+        self._http_ok = False
+        self._window: _Window | None = None
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def feed(self, hits: list[Hit], last_line_no: int, now: float) -> Decision | None:
+        """Hits from newly written lines, up to line `last_line_no`."""
+        if self.decision:
+            return self.decision
+        self.lines = last_line_no
+        for hit in hits:
+            if self._take(hit, now):
+                return self._decide_failure(now)
+        if self._window and last_line_no >= self._window.closes_after_line:
+            return self._decide_failure(now)
+        return self._maybe_ready(now)
+
+    def http_ready(self, now: float) -> Decision | None:
+        if self.decision:
+            return self.decision
+        self._http_ok = True
+        return self._maybe_ready(now)
+
+    def exited(self, code: int | None, now: float) -> Decision:
+        """The server's main process ended (its output already fed)."""
+        if self.decision:
+            return self.decision
+        if self._window:
+            return self._decide_failure(now)
+        exit_code, sig = (None, -code) if code is not None and code < 0 else (code, None)
+        how = f"killed by {_signal_name(sig)}" if sig else f"exit code {exit_code}"
+        return self._set(Decision(Outcome.CRASHED, f"exited before ready ({how})", now,
+                                  exit_code=exit_code, signal=sig))
+
+    def tick(self, now: float) -> Decision | None:
+        """Time passed: the settle window or the deadline may have run out."""
+        if self.decision:
+            return self.decision
+        if self._window and now >= self._window.closes_at:
+            return self._decide_failure(now)
+        if self.deadline is not None and now >= self.deadline:
+            if self._window:
+                return self._decide_failure(now)
+            waited = f" within {self.timeout_s:g}s" if self.timeout_s else ""
+            where = f"; last phase: {self.phase}" if self.phase else ""
+            return self._set(Decision(Outcome.TIMEOUT, f"not ready{waited}{where}", now))
+        return None
+
+    def end_of_log(self, now: float) -> Decision | None:
+        """The log is complete (offline classification): close an open window."""
+        if self.decision:
+            return self.decision
+        return self._decide_failure(now) if self._window else None
+
+    def wakeup(self) -> float | None:
+        """The next time `tick` has something to decide."""
+        times = [t for t in (self.deadline, self._window and self._window.closes_at) if t]
+        return min(times) if times and not self.decision else None
+
+    def stop(self, outcome: Outcome, reason: str, now: float) -> Decision:
+        """Decided from outside: cancelled by the user, or the launch itself failed."""
+        return self.decision or self._set(Decision(outcome, reason, now))
+
+    # -- rules -------------------------------------------------------------------------
+
+    def _take(self, hit: Hit, now: float) -> bool:
+        """Record one hit; True when it settles a failure now."""
+        kind = hit.signature.kind
+        self._seen.add(hit.signature.id)
+        if kind is Kind.PHASE and not self._window:
+            self.phase = hit.signature.phase_name(hit.match)
+        elif kind is Kind.READY and self._ready_hit is None:
+            requires = hit.signature.requires
+            if requires is None or requires in self._seen:
+                self._ready_hit = hit
+        elif kind is Kind.FAILURE:
+            if self._window is None:
+                self._window = _Window(now + self.settle_s, hit.line_no + self.settle_lines)
+            self._window.hits.append(hit)
+            return hit.signature.settles
+        return False
+
+    def _maybe_ready(self, now: float) -> Decision | None:
+        if self._window:
+            return None
+        log_ok = self._ready_hit is not None or not self.rule.log
+        http_ok = self._http_ok or not self.rule.http
+        if not (log_ok and http_ok):
+            return None
+        hit = self._ready_hit
+        if hit is not None:
+            reason = "ready line" + (f" and GET {self.rule.http_path} -> 200" if self.rule.http else "")
+            return self._set(Decision(Outcome.READY, reason, now, signature=hit.signature.id,
+                                      evidence=Evidence.of(hit)))
+        return self._set(Decision(Outcome.READY, f"GET {self.rule.http_path} -> 200", now, signature="http"))
+
+    def _decide_failure(self, now: float) -> Decision:
+        assert self._window is not None
+        hits = self._window.hits
+        best = max(hits, key=lambda h: (h.signature.priority, -h.line_no))
+        secondary: list[str] = []
+        for hit in hits:
+            cls = hit.signature.failure_class
+            if cls and cls != best.signature.failure_class and cls not in secondary:
+                secondary.append(cls)
+        return self._set(Decision(
+            Outcome.FAILED, f"failure line ({best.signature.id})", now,
+            failure_class=best.signature.failure_class, secondary_classes=tuple(secondary),
+            signature=best.signature.id, evidence=Evidence.of(best),
+        ))
+
+    def _set(self, decision: Decision) -> Decision:
+        self.decision = decision
+        return decision
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signals.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
