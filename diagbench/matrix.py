@@ -1,0 +1,212 @@
+"""Matrix axes and their expansion into cells: product, exclude, include, --only."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from diagbench.errors import UserError
+from diagbench.yamlsrc import Src, suggest
+
+UNSET = "unset"
+_AXIS_KINDS = ("env", "flag", "args")
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class AxisKind(str, Enum):
+    ENV = "env"
+    FLAG = "flag"
+    ARGS = "args"
+
+
+@dataclass(frozen=True)
+class Level:
+    """One value of an axis: the label the user wrote and what it sets (None: nothing)."""
+
+    label: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    kind: AxisKind
+    target: tuple[str, ...]  # env: (VAR,); flag: (--flag,); args: the template tokens
+    levels: tuple[Level, ...]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(level.label for level in self.levels)
+
+    def level(self, label: str) -> Level:
+        return next(level for level in self.levels if level.label == label)
+
+    def apply(self, label: str) -> tuple[list[str], dict[str, str | None]]:
+        """The argv tokens and env changes (None unsets) this axis adds for a label."""
+        value = self.level(label).value
+        if self.kind is AxisKind.ENV:
+            return [], {self.target[0]: value}
+        if value is None:
+            return [], {}
+        if self.kind is AxisKind.FLAG:
+            return list(self.target), {}
+        return [token.replace("{value}", value) for token in self.target], {}
+
+
+Selector = Mapping[str, tuple[str, ...]]  # axis -> accepted labels
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One launch configuration of the matrix."""
+
+    index: int
+    id: str
+    params: Mapping[str, str]
+    args: tuple[str, ...]
+    env: Mapping[str, str | None]
+
+    @property
+    def slug(self) -> str:
+        text = ".".join(f"{axis}-{label}" for axis, label in self.params.items()) or "base"
+        return _SLUG_UNSAFE.sub("_", text)[:120]
+
+    def matches(self, selector: Selector) -> bool:
+        return all(self.params.get(axis) in labels for axis, labels in selector.items())
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def parse_axes(src: Src) -> tuple[list[Axis], list[Src], list[Src]]:
+    """The matrix section: axes, and the raw include/exclude entries (checked later)."""
+    entries = src.mapping()
+    axes = [parse_axis(name, value) for name, value in entries.items() if name not in ("include", "exclude")]
+    if not axes:
+        raise src.error("expected at least one axis", "add e.g. `compile: {flag: --enable-torch-compile, values: [on, off]}`")
+    include = entries["include"].items() if "include" in entries else []
+    exclude = entries["exclude"].items() if "exclude" in entries else []
+    return axes, include, exclude
+
+
+def parse_axis(name: str, src: Src) -> Axis:
+    keys = src.mapping(("env", "flag", "args", "values"), what="a mapping with env, flag or args, and values")
+    kinds = [k for k in _AXIS_KINDS if k in keys]
+    if len(kinds) != 1:
+        found = " and ".join(kinds) or "none of them"
+        raise src.error(f"expected exactly one of env, flag, args, got {found}")
+    if "values" not in keys:
+        raise src.error("missing key 'values'", "list the levels, e.g. values: [on, off]")
+    kind = AxisKind(kinds[0])
+    target_src = keys[kinds[0]]
+    if kind is AxisKind.ARGS:
+        target = tuple(t.text() for t in target_src.items()) if target_src.is_list() else tuple(target_src.string().split())
+        if not any("{value}" in t for t in target):
+            raise target_src.error("expected the args to use {value}", 'e.g. args: [--cuda-graph-max-bs, "{value}"]')
+    else:
+        target = (target_src.string(),)
+    levels = _parse_levels(keys["values"], kind)
+    return Axis(name, kind, target, levels)
+
+
+def _parse_levels(src: Src, kind: AxisKind) -> tuple[Level, ...]:
+    if src.is_mapping():
+        pairs = [(label, value) for label, value in src.mapping().items()]
+    else:
+        pairs = [(item.text("a value"), item) for item in src.items()]
+    if not pairs:
+        raise src.error("expected at least one value, got an empty list")
+    levels: list[Level] = []
+    for label, value_src in pairs:
+        if label in [level.label for level in levels]:
+            raise value_src.error(f"duplicate label '{label}'")
+        levels.append(Level(label, _level_value(value_src, kind, keyed=src.is_mapping())))
+    return tuple(levels)
+
+
+def _level_value(src: Src, kind: AxisKind, keyed: bool) -> str | None:
+    if kind is AxisKind.FLAG:
+        return "on" if src.boolean() else None
+    if src.is_null():
+        return None
+    value = src.text("a value")
+    if kind is AxisKind.ENV and not keyed and value == UNSET:
+        return None
+    if keyed and value == UNSET:
+        return None
+    return value
+
+
+def parse_selector(src: Src, axes: Sequence[Axis], what: str = "a mapping of axis to label") -> dict[str, tuple[str, ...]]:
+    """`{axis: label}` or `{axis: [label, ...]}`, every axis and label checked."""
+    by_name = {axis.name: axis for axis in axes}
+    out: dict[str, tuple[str, ...]] = {}
+    for name, value in src.mapping(what=what).items():
+        if name not in by_name:
+            raise value.error(f"unknown axis '{name}'", suggest(name, by_name))
+        labels = tuple(item.text("a label") for item in value.items_or_one())
+        for label, item in zip(labels, value.items_or_one()):
+            if label not in by_name[name].labels:
+                known = ", ".join(by_name[name].labels)
+                raise item.error(f"unknown label '{label}' for axis '{name}'", f"labels are: {known}")
+        out[name] = labels
+    return out
+
+
+# -- expansion --------------------------------------------------------------------------
+
+
+def expand_matrix(axes: Sequence[Axis], include: Sequence[Src], exclude: Sequence[Src]) -> list[Cell]:
+    """Every cell in a stable order: the product in axis order, minus excludes, plus includes."""
+    excluded = [parse_selector(e, axes) for e in exclude]
+    combos = [dict(zip([a.name for a in axes], labels)) for labels in itertools.product(*(a.labels for a in axes))]
+    kept = [c for c in combos if not any(all(c[k] in v for k, v in sel.items()) for sel in excluded)]
+    for entry in include:
+        selector = parse_selector(entry, axes)
+        missing = [a.name for a in axes if a.name not in selector]
+        if missing or any(len(v) != 1 for v in selector.values()):
+            raise entry.error("expected one label for every axis", "missing: " + ", ".join(missing) if missing else "give one label each")
+        combo = {a.name: selector[a.name][0] for a in axes}
+        if combo not in kept:
+            kept.append(combo)
+    if not kept:
+        raise UserError("the matrix is empty: every cell is excluded")
+    return [make_cell(i, axes, combo) for i, combo in enumerate(kept, start=1)]
+
+
+def make_cell(index: int, axes: Sequence[Axis], combo: Mapping[str, str]) -> Cell:
+    args: list[str] = []
+    env: dict[str, str | None] = {}
+    for axis in axes:
+        more_args, more_env = axis.apply(combo[axis.name])
+        args.extend(more_args)
+        env.update(more_env)
+    cell_id = ",".join(f"{axis.name}={combo[axis.name]}" for axis in axes)
+    return Cell(index, cell_id, dict(combo), tuple(args), env)
+
+
+def parse_only(terms: Sequence[str], axes: Sequence[Axis]) -> dict[str, tuple[str, ...]]:
+    """`--only AXIS=LABEL` terms: the same axis twice means either label."""
+    by_name = {axis.name: axis for axis in axes}
+    out: dict[str, tuple[str, ...]] = {}
+    for term in terms:
+        name, sep, label = term.partition("=")
+        if not sep:
+            raise UserError(f"--only {term}: expected AXIS=LABEL, e.g. --only compile=on")
+        if name not in by_name:
+            raise UserError(f"--only {term}: unknown axis '{name}' ({suggest(name, by_name)})")
+        if label not in by_name[name].labels:
+            known = ", ".join(by_name[name].labels)
+            raise UserError(f"--only {term}: unknown label '{label}' for axis '{name}' (labels are: {known})")
+        out[name] = (*out.get(name, ()), label)
+    return out
+
+
+def select_cells(cells: Sequence[Cell], only: Selector) -> list[Cell]:
+    chosen = [cell for cell in cells if cell.matches(only)]
+    if not chosen:
+        raise UserError("--only selects no cell of the matrix")
+    return chosen

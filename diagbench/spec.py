@@ -1,0 +1,194 @@
+"""The spec: YAML text -> a validated `Spec`; every mistake names file:line and field."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diagbench.errors import SpecError
+from diagbench.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
+from diagbench.matrix import Axis, Cell, expand_matrix, parse_axes
+from diagbench.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
+from diagbench.yamlsrc import Src, load_document
+
+DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
+DEFAULT_GRACE_S = 10.0
+USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses")
+_SERVER_KEYS = ("command", "shell", "env", "cwd", "port", "ready", "signatures", "failures", "timeout", "grace")
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    command: tuple[str, ...]  # argv; with shell, one string
+    shell: bool
+    env: Mapping[str, str]
+    cwd: Path
+    port: int | None  # None: a free port per cell
+    ready_log: str | None
+    ready_http: str | None
+    packs: tuple[str, ...]
+    signatures: tuple[Signature, ...]  # packs + the spec's own failures (+ ready.log)
+    timeout: float
+    grace: float
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    path: Path
+    text: str
+    sha256: str
+    server: ServerSpec
+    axes: tuple[Axis, ...]
+    cells: tuple[Cell, ...]
+    expectations: tuple[Expectation, ...] = ()
+    hypotheses: tuple[Hypothesis, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as loaded, for the manifest (labels as written)."""
+        s = self.server
+        return {
+            "name": self.name, "description": self.description, "path": str(self.path),
+            "server": {
+                "command": list(s.command), "shell": s.shell, "env": dict(s.env), "cwd": str(s.cwd),
+                "port": s.port if s.port is not None else "auto",
+                "ready": {"log": s.ready_log, "http": s.ready_http}, "signatures": list(s.packs),
+                "timeout_s": s.timeout, "grace_s": s.grace,
+            },
+            "matrix": {a.name: {"kind": a.kind.value, "target": list(a.target),
+                                "values": {lv.label: lv.value for lv in a.levels}} for a in self.axes},
+            "expect": [e.to_json() for e in self.expectations],
+        }
+
+
+def load_spec(path: Path) -> Spec:
+    root, text = load_document(path)
+    keys = root.mapping(_TOP_KEYS)
+    for need in ("name", "server", "matrix"):
+        if need not in keys:
+            raise root.error(f"missing key '{need}'", _MISSING_FIX[need])
+    server = _parse_server(keys["server"], path.resolve().parent)
+    axes, include, exclude = parse_axes(keys["matrix"])
+    cells = tuple(expand_matrix(axes, include, exclude))
+    return Spec(
+        name=keys["name"].string(),
+        description=keys["description"].text() if "description" in keys else "",
+        path=path, text=text, sha256=hashlib.sha256(text.encode()).hexdigest(),
+        server=server, axes=tuple(axes), cells=cells,
+        expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
+        hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
+    )
+
+
+_MISSING_FIX = {
+    "name": "add e.g. `name: compile-isolation`",
+    "server": "add a `server:` section with at least `command:`",
+    "matrix": "add a `matrix:` section with at least one axis",
+}
+
+
+def _parse_server(src: Src, base: Path) -> ServerSpec:
+    keys = src.mapping(_SERVER_KEYS)
+    if "command" not in keys:
+        raise src.error("missing key 'command'", "e.g. command: python3 -m sglang.launch_server --port {port}")
+    shell = keys["shell"].boolean() if "shell" in keys else False
+    ready_log, ready_http = _parse_ready(keys["ready"]) if "ready" in keys else (None, None)
+    packs = _parse_pack_names(keys["signatures"]) if "signatures" in keys else tuple(builtin_packs())
+    signatures = _assemble_signatures(keys, packs, base, ready_log)
+    if ready_log is None and ready_http is None and not any(s.kind is Kind.READY for s in signatures):
+        raise src.error("no ready condition: none of the chosen signature packs has a ready line",
+                        "set server.ready.log (a regex) or server.ready.http (a path such as /health)")
+    cwd = base / keys["cwd"].string() if "cwd" in keys else base
+    return ServerSpec(
+        command=_parse_command(keys["command"], shell), shell=shell,
+        env={k: v.text("a string value") for k, v in keys["env"].mapping().items()} if "env" in keys else {},
+        cwd=cwd, port=_parse_port(keys["port"]) if "port" in keys else None,
+        ready_log=ready_log, ready_http=ready_http, packs=packs, signatures=tuple(signatures),
+        timeout=keys["timeout"].duration() if "timeout" in keys else DEFAULT_TIMEOUT_S,
+        grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
+    )
+
+
+def _parse_command(src: Src, shell: bool) -> tuple[str, ...]:
+    if src.is_list():
+        argv = tuple(item.string("a command word") for item in src.items())
+        if not argv:
+            raise src.error("expected a command, got an empty list")
+        return (shlex.join(argv),) if shell else argv
+    text = src.string("a command")
+    if shell:
+        return (text,)
+    try:
+        argv = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise src.error(f"cannot split the command like a shell would: {exc}", "close the quote") from None
+    return argv
+
+
+def _parse_port(src: Src) -> int | None:
+    if src.text("auto or a port number") == "auto":
+        return None
+    port = src.integer("auto or a port number")
+    if not 1 <= port <= 65535:
+        raise src.expected("auto or a port number from 1 to 65535")
+    return port
+
+
+def _parse_ready(src: Src) -> tuple[str | None, str | None]:
+    keys = src.mapping(("log", "http"), what="a mapping with log and/or http")
+    if not keys:
+        raise src.error("expected log and/or http", "e.g. ready: {log: 'fired up and ready'}")
+    log = keys["log"].regex() if "log" in keys else None
+    http = keys["http"].string("a URL path") if "http" in keys else None
+    if http is not None and not http.startswith("/"):
+        raise keys["http"].expected("a URL path starting with /", f"write /{http}")
+    return log, http
+
+
+def _parse_pack_names(src: Src) -> tuple[str, ...]:
+    names = tuple(item.string("a pack name or file") for item in src.items_or_one())
+    known = builtin_packs()
+    for name, item in zip(names, src.items_or_one()):
+        if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in known:
+            raise item.error(f"unknown signature pack '{name}'", "built-in packs are: " + ", ".join(known))
+    return names
+
+
+def _assemble_signatures(keys: dict[str, Src], packs: tuple[str, ...], base: Path, ready_log: str | None) -> list[Signature]:
+    signatures: list[Signature] = []
+    for index, name in enumerate(packs):
+        try:
+            signatures.extend(load_pack(name, base))
+        except SpecError as exc:
+            if exc.line is not None:
+                raise
+            where = keys["signatures"].items_or_one()[index]
+            raise where.error(f"signature pack '{name}': {exc.message}", exc.fix) from None
+    if ready_log is not None:  # the user's ready line replaces the packs' ready lines
+        signatures = [s for s in signatures if s.kind is not Kind.READY]
+        signatures.append(Signature("spec.ready", Kind.READY, ready_log, pack="spec"))
+    if "failures" in keys:
+        signatures.extend(_parse_failures(keys["failures"]))
+    return signatures
+
+
+def _parse_failures(src: Src) -> list[Signature]:
+    out = []
+    for sid, item in src.mapping(what="a mapping of id to regex or {pattern, class}").items():
+        if item.is_mapping():
+            fields_ = item.mapping(("pattern", "class", "priority"))
+            if "pattern" not in fields_:
+                raise item.error("missing key 'pattern'")
+            pattern = regex_of(fields_["pattern"])
+            cls = failure_class_of(fields_["class"]) if "class" in fields_ else "other"
+            priority = fields_["priority"].integer() if "priority" in fields_ else USER_FAILURE_PRIORITY
+        else:
+            pattern, cls, priority = regex_of(item), "other", USER_FAILURE_PRIORITY
+        out.append(Signature(f"spec.{sid}", Kind.FAILURE, pattern, cls, priority, pack="spec"))
+    return out
