@@ -36,6 +36,7 @@ class AttemptRecord:
     killed: list[dict[str, Any]] = field(default_factory=list)  # [{pid, name, signal}]
     left_behind: list[int] = field(default_factory=list)  # pids that survived SIGKILL (should be empty)
     teardown_s: float | None = None
+    sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
     gpu: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 

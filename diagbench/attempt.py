@@ -1,0 +1,218 @@
+"""One attempt's lifecycle: launch, read the log as it is written, decide, tear down, record."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from diagbench.matrix import Cell
+from diagbench.outcomes import Outcome
+from diagbench.probes import HttpProbe
+from diagbench.process import TAG_VAR, Launch, LaunchError, ServerProcess, free_port, port_holder, stop_tree
+from diagbench.records import AttemptRecord
+from diagbench.scan import LineSplitter, Scanner
+from diagbench.spec import ServerSpec
+from diagbench.store import redact, redact_argv
+from diagbench.watch import Decision, ReadyRule, Watch
+
+READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
+DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
+
+
+@dataclass(frozen=True)
+class PlannedAttempt:
+    cell: Cell
+    repeat: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.cell.index:03d}-{self.cell.slug}-r{self.repeat}"
+
+
+PhaseCallback = Callable[[PlannedAttempt, str], None]
+
+
+def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str, ...]:
+    def fill(token: str) -> str:
+        return token.replace("{port}", str(port)).replace("{python}", sys.executable)
+
+    if server.shell:
+        extra = " ".join(shlex.quote(fill(t)) for t in cell.args)
+        return (fill(server.command[0]) + (" " + extra if extra else ""),)
+    return tuple(fill(t) for t in (*server.command, *cell.args))
+
+
+def build_env(server: ServerSpec, cell: Cell, port: int, tag: str) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The full environment, and the changes made to the inherited one (for the record)."""
+    changes: dict[str, str | None] = {"PYTHONUNBUFFERED": "1"}  # so Python servers' lines arrive as written
+    changes.update({k: v.replace("{port}", str(port)) for k, v in server.env.items()})
+    changes.update({k: (v.replace("{port}", str(port)) if v is not None else None) for k, v in cell.env.items()})
+    env = dict(os.environ)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    env[TAG_VAR] = tag
+    return env, changes
+
+
+class _Reader:
+    """Pipe -> server.log and -> scanner -> watch, a chunk at a time."""
+
+    def __init__(self, server: ServerProcess, log_fd: int, scanner: Scanner, watch: Watch):
+        self.server, self.log_fd, self.scanner, self.watch = server, log_fd, scanner, watch
+        self.splitter = LineSplitter()
+        self.line_no = 0
+        self.bytes = 0
+        self.eof = False
+
+    def pump(self, reads: int = READS_PER_WAKE) -> None:
+        for _ in range(reads):
+            data = self.server.read()
+            if data is None:
+                self.eof = True
+                self._lines(self.splitter.flush())
+                return
+            if not data:
+                return
+            self.bytes += len(data)
+            _write_all(self.log_fd, data)
+            if self.watch.decision is None:
+                self._lines(self.splitter.feed(data))
+
+    def _lines(self, buf: bytes) -> None:
+        if not buf:
+            return
+        hits = self.scanner.scan(buf, self.line_no + 1)
+        self.line_no += buf.count(b"\n")
+        self.watch.feed(hits, self.line_no, time.monotonic())
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def run_attempt(planned: PlannedAttempt, server: ServerSpec, folder: Path, scanner: Scanner, tag: str,
+                cancel_fd: int, on_phase: PhaseCallback) -> AttemptRecord:
+    """Launch one attempt and return its record (not yet written)."""
+    started_at, t0 = _now_iso(), time.monotonic()
+    port = server.port if server.port is not None else free_port()
+    argv = build_command(server, planned.cell, port)
+    env, changes = build_env(server, planned.cell, port, tag)
+    base = {"cell_id": planned.cell.id, "repeat": planned.repeat, "attempt": planned.name,
+            "params": dict(planned.cell.params), "command": redact_argv(argv), "env_changes": redact(changes),
+            "started_at": started_at}
+    holder = port_holder(port) if server.port is not None else None
+    if holder is not None:
+        reason = f"port {port} is already in use by {holder} (stop it, or set server.port: auto)"
+        return _launch_error(base, reason, t0)
+    deadline = t0 + server.timeout
+    rule = ReadyRule(log=server.ready_log is not None or server.ready_http is None,
+                     http=server.ready_http is not None, http_path=server.ready_http or "")
+    watch = Watch(rule, deadline, server.timeout)
+    log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            proc = ServerProcess(Launch(argv, env, server.cwd, server.shell, tag))
+        except LaunchError as exc:
+            return _launch_error(base, str(exc), t0)
+        reader = _Reader(proc, log_fd, scanner, watch)
+        probe_r, probe_w = os.pipe()
+        probe = HttpProbe(f"http://127.0.0.1:{port}{server.ready_http}", probe_w) if server.ready_http else None
+        try:
+            if probe:
+                probe.start()
+            decision = _watch(proc, reader, watch, probe_r, cancel_fd, planned, on_phase)
+        finally:
+            if probe:
+                probe.stop()
+            teardown = stop_tree(proc, server.grace)
+            _drain(reader)
+            proc.close()
+            for fd in (probe_r, probe_w):
+                os.close(fd)
+    finally:
+        os.close(log_fd)
+    return AttemptRecord(
+        **base, outcome=decision.outcome.value, reason=decision.reason,
+        failure_class=decision.failure_class, secondary_classes=list(decision.secondary_classes),
+        signature=decision.signature,
+        evidence={"line_no": decision.evidence.line_no, "text": decision.evidence.text} if decision.evidence else None,
+        exit_code=decision.exit_code, signal=decision.signal, phase=watch.phase,
+        time_to_outcome_s=round(decision.at - t0, 4), duration_s=round(time.monotonic() - t0, 4),
+        ended_at=_now_iso(), log_bytes=reader.bytes, log_lines=reader.line_no,
+        killed=teardown.killed, left_behind=teardown.left_behind, teardown_s=round(teardown.seconds, 4),
+        sigterm_at=teardown.sigterm_at,
+    )
+
+
+def _watch(proc: ServerProcess, reader: _Reader, watch: Watch, probe_fd: int, cancel_fd: int,
+           planned: PlannedAttempt, on_phase: PhaseCallback) -> Decision:
+    """Wait on the pipe, the exit descriptor, the probe and the cancel pipe; never sleep-poll."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.pipe, selectors.EVENT_READ, "out")
+    sel.register(probe_fd, selectors.EVENT_READ, "http")
+    sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
+    if proc.exit_fd is not None:
+        sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
+    phase = watch.phase
+    with sel:
+        while watch.decision is None:
+            wake = watch.wakeup()
+            timeout = None if wake is None else max(0.0, wake - time.monotonic())
+            if proc.exit_fd is None:  # no pidfd on this platform: look at the exit now and then
+                timeout = 0.05 if timeout is None else min(timeout, 0.05)
+            for key, _ in sel.select(timeout):
+                if key.data == "out":
+                    reader.pump()
+                    if reader.eof:
+                        sel.unregister(proc.pipe)
+                elif key.data == "http":
+                    os.read(probe_fd, 16)
+                    watch.http_ready(time.monotonic())
+                elif key.data == "cancel":
+                    watch.stop(Outcome.CANCELLED, "interrupted", time.monotonic())
+                elif key.data == "exit":
+                    sel.unregister(proc.exit_fd)  # type: ignore[arg-type]  # registered above
+            if watch.decision is None and (code := proc.exit_code()) is not None:
+                reader.pump(reads=1 << 30)  # what it wrote before dying is already in the pipe
+                watch.exited(code, time.monotonic())
+            watch.tick(time.monotonic())
+            if watch.phase != phase:
+                phase = watch.phase
+                on_phase(planned, phase or "")
+    assert watch.decision is not None
+    return watch.decision
+
+
+def _drain(reader: _Reader) -> None:
+    """After teardown, keep what the dying server printed (bounded in time)."""
+    end = time.monotonic() + DRAIN_AFTER_STOP_S
+    sel = selectors.DefaultSelector()
+    with sel:
+        sel.register(reader.server.pipe, selectors.EVENT_READ)
+        while not reader.eof and (left := end - time.monotonic()) > 0:
+            if not sel.select(left):
+                return
+            reader.pump()
+
+
+def _launch_error(base: dict, reason: str, t0: float) -> AttemptRecord:
+    elapsed = round(time.monotonic() - t0, 4)
+    return AttemptRecord(**base, outcome=Outcome.LAUNCH_ERROR.value, reason=reason,
+                         time_to_outcome_s=elapsed, duration_s=elapsed, ended_at=_now_iso())
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+

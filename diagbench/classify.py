@@ -1,0 +1,77 @@
+"""Offline classification of a finished log: the same scanner and watch as `run`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diagbench.errors import UserError
+from diagbench.outcomes import Outcome
+from diagbench.scan import LineSplitter, Scanner
+from diagbench.signatures import Signature
+from diagbench.watch import ReadyRule, Watch
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Classification:
+    outcome: str  # ready | failed | unknown
+    failure_class: str | None
+    secondary_classes: tuple[str, ...]
+    signature: str | None
+    line_no: int | None
+    line: str | None
+    phase: str | None
+    lines: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly the design.md 3.3 shape."""
+        return {"outcome": self.outcome, "failure_class": self.failure_class,
+                "secondary_classes": list(self.secondary_classes), "signature": self.signature,
+                "line_no": self.line_no, "line": self.line, "phase": self.phase}
+
+
+def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "auto") -> Classification:
+    scanner = Scanner(signatures, engine)
+    watch = Watch(ReadyRule(log=True), deadline=None)
+    splitter = LineSplitter()
+    line_no = size = 0
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the log ({exc.strerror})") from None
+    with handle:
+        while watch.decision is None and (data := handle.read(CHUNK)):
+            size += len(data)
+            buf = splitter.feed(data)
+            watch.feed(scanner.scan(buf, line_no + 1), line_no + buf.count(b"\n"), 0.0)
+            line_no += buf.count(b"\n")
+        if watch.decision is None:
+            buf = splitter.flush()
+            watch.feed(scanner.scan(buf, line_no + 1), line_no + buf.count(b"\n"), 0.0)
+            line_no += buf.count(b"\n")
+            watch.end_of_log(0.0)
+    d = watch.decision
+    if d is None:
+        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size)
+    outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
+    return Classification(outcome, d.failure_class, d.secondary_classes, d.signature,
+                          d.evidence.line_no if d.evidence else None, d.evidence.text if d.evidence else None,
+                          watch.phase, line_no, size)
+
+
+def context(path: Path, line_no: int, around: int = 3) -> list[tuple[int, str]]:
+    """The lines around `line_no` (1-based, "\\r" ends a line too), for people."""
+    out: list[tuple[int, str]] = []
+    splitter, seen = LineSplitter(), 0
+    with path.open("rb") as handle:
+        while (data := handle.read(CHUNK)) and seen < line_no + around:
+            for raw in splitter.feed(data).split(b"\n")[:-1]:
+                seen += 1
+                if line_no - around <= seen <= line_no + around:
+                    out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
+    return out

@@ -1,0 +1,54 @@
+"""`diagbench diff RUN_A RUN_B`: what changed between two runs of one experiment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diagbench.records import AttemptRecord
+from diagbench.report import outcome_text
+from diagbench.view import RunView
+
+
+@dataclass
+class Changes:
+    cells: list[tuple[str, str, str]] = field(default_factory=list)  # cell, before, after
+    verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # hypothesis, before, after
+    regressions: int = 0  # cells that were ready and are not any more
+
+
+def _by_cell(records: list[AttemptRecord]) -> dict[str, str]:
+    """One word per cell: its outcome, or the outcomes of its repeats joined."""
+    out: dict[str, list[str]] = {}
+    for r in records:
+        out.setdefault(r.cell_id, []).append(outcome_text(r))
+    return {cell: "/".join(sorted(set(words))) for cell, words in out.items()}
+
+
+def diff_runs(a: RunView, b: RunView) -> Changes:
+    changes = Changes()
+    before, after = _by_cell(a.records), _by_cell(b.records)
+    for cell in sorted(set(before) | set(after)):
+        old, new = before.get(cell, "not run"), after.get(cell, "not run")
+        if old != new:
+            changes.cells.append((cell, old, new))
+            if old == "ready" and new != "not run":
+                changes.regressions += 1
+    old_v = {v.id: v.verdict for v in a.verdicts}
+    new_v = {v.id: v.verdict for v in b.verdicts}
+    for hid in sorted(set(old_v) | set(new_v)):
+        if old_v.get(hid) != new_v.get(hid):
+            changes.verdicts.append((hid, old_v.get(hid, "absent"), new_v.get(hid, "absent")))
+    return changes
+
+
+def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
+    lines = [f"{a.run_id} -> {b.run_id}"]
+    if not changes.cells and not changes.verdicts:
+        return lines[0] + "\nno change in outcomes or verdicts"
+    for cell, old, new in changes.cells:
+        mark = "REGRESSION " if old == "ready" and new != "not run" else ""
+        lines.append(f"  {mark}cell {cell}: {old} -> {new}")
+    for hid, old, new in changes.verdicts:
+        lines.append(f"  hypothesis {hid}: {old} -> {new}")
+    lines.append(f"{changes.regressions} regression(s)")
+    return "\n".join(lines)

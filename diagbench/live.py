@@ -1,0 +1,79 @@
+"""Live progress for `run`: a rich table on a terminal, plain lines elsewhere (CI)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from diagbench.attempt import PlannedAttempt
+from diagbench.records import AttemptRecord
+from diagbench.report import OUTCOME_STYLE, outcome_text
+from diagbench.store import RunDir
+
+
+class Progress:
+    """Receives runner events (from worker threads) and shows them."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.interactive = console.is_terminal
+        self.lock = threading.Lock()
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.live: Live | None = None
+
+    def opened(self, run_dir: RunDir, planned: list[PlannedAttempt]) -> None:
+        self.console.print(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))", highlight=False)
+        for item in planned:
+            self.rows[item.name] = {"cell": item.cell.id, "repeat": item.repeat, "phase": "", "outcome": "",
+                                    "style": "", "start": None, "end": None}
+        if self.interactive:
+            self.live = Live(self._table(), console=self.console, refresh_per_second=8, get_renderable=self._table)
+            self.live.start()
+
+    def event(self, kind: str, item: PlannedAttempt, payload: Any) -> None:
+        with self.lock:
+            row = self.rows[item.name]
+            if kind == "start":
+                row["start"] = time.monotonic()
+                row["phase"] = "launching"
+            elif kind == "phase":
+                row["phase"] = payload
+            elif kind == "done":
+                record: AttemptRecord = payload
+                row.update(outcome=outcome_text(record), style=OUTCOME_STYLE.get(record.outcome, ""),
+                           end=time.monotonic(), phase=record.phase or row["phase"])
+            if not self.interactive:
+                self._plain(kind, item, payload)
+
+    def _plain(self, kind: str, item: PlannedAttempt, payload: Any) -> None:
+        if kind == "start":
+            self.console.print(f"[start] {item.name}", highlight=False)
+        elif kind == "done":
+            r: AttemptRecord = payload
+            line = f" {r.evidence['text'][:100]!r}" if r.evidence else f" ({r.reason})"
+            seconds = f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "-"
+            self.console.print(f"[done]  {item.name}: {outcome_text(r)} after {seconds}{line}", highlight=False)
+
+    def _table(self) -> Table:
+        table = Table(expand=False)
+        for column in ("cell", "#", "phase", "elapsed", "outcome"):
+            table.add_column(column)
+        now = time.monotonic()
+        with self.lock:
+            for row in self.rows.values():
+                start, end = row["start"], row["end"]
+                elapsed = f"{(end or now) - start:5.1f}s" if start else ""
+                table.add_row(row["cell"], str(row["repeat"]), row["phase"], elapsed,
+                              Text(row["outcome"], style=row["style"]))
+        return table
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None

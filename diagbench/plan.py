@@ -1,0 +1,36 @@
+"""`diagbench plan`: every cell with its exact argv and env changes, without launching."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from diagbench.attempt import build_command
+from diagbench.matrix import parse_only, select_cells
+from diagbench.spec import Spec
+
+
+def render_plan(spec: Spec, only: Sequence[str]) -> str:
+    cells = select_cells(spec.cells, parse_only(only, spec.axes))
+    s = spec.server
+    port_word = "a free port per cell" if s.port is None else str(s.port)
+    ready = " and ".join(x for x in (s.ready_log and f"log /{s.ready_log}/", s.ready_http and f"GET {s.ready_http} -> 200") if x)
+    lines = [f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
+             f"ready when: {ready or 'a ready line of the packs ' + ', '.join(s.packs)}; timeout {s.timeout:g}s, "
+             f"grace {s.grace:g}s", ""]
+    for cell in cells:
+        argv = build_command(s, cell, s.port if s.port is not None else "{port}")
+        shown = argv[0] if s.shell else shlex.join(argv)
+        lines.append(f"[{cell.index}] {cell.id}")
+        lines.append(f"    argv: {shown}" + ("   (run by /bin/sh -c)" if s.shell else ""))
+        changes = {**s.env, **cell.env}
+        if changes:
+            words = [f"{k}={v}" if v is not None else f"unset {k}" for k, v in changes.items()]
+            lines.append("    env:  " + "  ".join(words))
+        decides = [h.id for h in spec.hypotheses if cell.matches(h.when)]
+        if decides:
+            lines.append("    decides: " + ", ".join(decides))
+    undecided = [h.id for h in spec.hypotheses if not any(c.matches(h.when) for c in cells)]
+    if undecided:
+        lines += ["", "not decidable with this selection: " + ", ".join(undecided)]
+    return "\n".join(lines)
