@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench import __version__, gpu
+from diagbench.store import redact_argv
 
 
 def collect(cwd: Path) -> dict[str, Any]:
@@ -25,7 +26,7 @@ def collect(cwd: Path) -> dict[str, Any]:
         "packages": {name: _version(name) for name in ("torch", "triton", "sglang", "vllm")},
         "git_sha": _git_sha(cwd),
         "diagbench": __version__,
-        "argv": sys.argv,
+        "argv": redact_argv(sys.argv),
     }
 
 

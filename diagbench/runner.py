@@ -20,7 +20,7 @@ from diagbench.outcomes import Outcome
 from diagbench.records import AttemptRecord
 from diagbench.scan import Scanner
 from diagbench.spec import Spec
-from diagbench.store import MANIFEST_VERSION, RunDir, new_run_id, open_run, redact, redact_argv
+from diagbench.store import MANIFEST_VERSION, REDACTED, RunDir, new_run_id, open_run, redact, redact_argv
 
 EventCallback = Callable[[str, PlannedAttempt, Any], None]  # kind: start | phase | done
 
@@ -61,12 +61,14 @@ def plan_attempts(cells: Sequence[Cell], repeat: int) -> list[PlannedAttempt]:
 
 def build_manifest(spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, options: dict[str, Any]) -> dict[str, Any]:
     """Everything known before the first launch, hypotheses and their hash included."""
+    spec_json = spec.to_json()
+    spec_json["server"]["env"] = redact(dict(spec.server.env))
     return {
         "manifest_version": MANIFEST_VERSION,
         "run_id": run_id,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "spec": spec.to_json(),
-        "spec_text": spec.text,
+        "spec": spec_json,
+        "spec_text": redact_text(spec.text, spec),
         "spec_sha256": spec.sha256,
         "hypotheses": [h.to_json() for h in spec.hypotheses],
         "hypotheses_sha256": hypotheses_sha256(spec.hypotheses),
@@ -78,6 +80,17 @@ def build_manifest(spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, o
         "options": options,
         "provenance": provenance.collect(spec.path.resolve().parent),
     }
+
+
+def redact_text(text: str, spec: Spec) -> str:
+    """The spec's source with every secret-looking env value it sets blanked out."""
+    values: dict[str, str | None] = dict(spec.server.env)
+    for cell in spec.cells:
+        values.update(cell.env)
+    for key, value in values.items():
+        if value and redact({key: value})[key] == REDACTED:
+            text = text.replace(value, REDACTED)
+    return text
 
 
 def run_attempts(spec: Spec, planned: Sequence[PlannedAttempt], run_dir: RunDir, parallel: int,

@@ -24,6 +24,7 @@ try:  # the fast engine is an optional extra: diagbench[fast]
 except ImportError:  # pragma: no cover - exercised where hyperscan is absent
     hyperscan = None
 
+_KIND_RANK = {Kind.PHASE: 0, Kind.READY: 1, Kind.FAILURE: 2}
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
 Candidates = Callable[[bytes], "set[tuple[int, int]]"]  # buffer -> {(line_start, signature index)}
 
@@ -108,6 +109,8 @@ class Scanner:
 
     def __init__(self, signatures: Sequence[Signature], engine: str = "auto"):
         self.signatures = list(signatures)
+        # on one line, phases first: a progress bar joined to a traceback still sets the phase
+        self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
         indexed = [(i, _plain(s.pattern)) for i, s in enumerate(self.signatures)]
         self.engine_name = "re"
         self.engines: list[Candidates] = []
@@ -128,7 +131,7 @@ class Scanner:
             candidates |= engine(buf)
         hits: list[Hit] = []
         line_no, counted_to = first_line_no, 0
-        for start, index in sorted(candidates):
+        for start, _rank, index in sorted((s, self._rank[i], i) for s, i in candidates):
             line_no += buf.count(b"\n", counted_to, start)
             counted_to = start
             end = buf.find(b"\n", start)

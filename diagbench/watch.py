@@ -180,7 +180,7 @@ class Watch:
         secondary: list[str] = []
         for hit in hits:
             cls = hit.signature.failure_class
-            if cls and cls != best.signature.failure_class and cls not in secondary:
+            if cls not in (None, "other", best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
         return self._set(Decision(
             Outcome.FAILED, f"failure line ({best.signature.id})", now,

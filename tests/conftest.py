@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from diagbench.process import sweep_tagged
+from diagbench.records import AttemptRecord
+from diagbench.runner import RunResult, execute
+from diagbench.spec import load_spec
+
+FAKE = Path(__file__).parent / "fakeserver.py"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import os
+
+    if os.environ.get("DIAGBENCH_GPU_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def fake_command(*actions: str) -> list[str]:
+    return [sys.executable, str(FAKE), *actions]
+
+
+def write_spec(folder: Path, server: dict[str, Any], matrix: dict[str, Any] | None = None,
+               **top: Any) -> Path:
+    data = {"name": top.pop("name", "t"), "server": {"timeout": "20s", "grace": "2s", **server},
+            "matrix": matrix or {"only": {"env": "DIAGBENCH_TEST_AXIS", "values": ["x"]}}, **top}
+    path = folder / "spec.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+class Runs:
+    """Runs a spec in-process and checks that nothing of it is left running."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.events: list[tuple[str, str, Any]] = []
+        self.hook: Any = None
+
+    def _event(self, kind: str, item: Any, payload: Any) -> None:
+        if self.hook is not None:
+            self.hook(kind, item.name, payload)
+        self.events.append((kind, item.name, payload))
+
+    def run(self, spec_path: Path, **kw: Any) -> RunResult:
+        spec = load_spec(spec_path)
+        result = execute(spec, self.folder / "runs", kw.pop("run_id", None), kw.pop("only", []),
+                         kw.pop("repeat", 1), kw.pop("parallel", 1),
+                         self._event,
+                         lambda run_dir, planned: None)
+        self.last = result
+        return result
+
+    def one(self, server: dict[str, Any], **top: Any) -> AttemptRecord:
+        result = self.run(write_spec(self.folder, server, **top))
+        assert len(result.records) == 1
+        record = result.records[0]
+        on_disk = json.loads((result.run_dir.cells / record.attempt / "result.json").read_text())
+        assert on_disk["outcome"] == record.outcome
+        return record
+
+
+@pytest.fixture
+def runs(tmp_path: Path):
+    runner = Runs(tmp_path)
+    yield runner
+    result = getattr(runner, "last", None)
+    if result is not None:
+        deadline = time.monotonic() + 3
+        while (left := sweep_tagged(result.run_dir.path.name)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == [], f"processes left behind: {left}"
