@@ -23,7 +23,7 @@ EXIT_OK, EXIT_EXPECT, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find which factor breaks an inference server's launch.")
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
 T = TypeVar("T")
 
 

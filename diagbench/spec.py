@@ -13,7 +13,7 @@ from diagbench.errors import SpecError
 from diagbench.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.matrix import Axis, Cell, expand_matrix, parse_axes
 from diagbench.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
-from diagbench.yamlsrc import Src, load_document
+from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
@@ -156,7 +156,7 @@ def _parse_pack_names(src: Src) -> tuple[str, ...]:
     known = builtin_packs()
     for name, item in zip(names, src.items_or_one()):
         if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in known:
-            raise item.error(f"unknown signature pack '{name}'", "built-in packs are: " + ", ".join(known))
+            raise item.error(f"unknown signature pack '{name}'", suggest(name, known) + "; or give a path to a pack file")
     return names
 
 

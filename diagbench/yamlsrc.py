@@ -114,12 +114,12 @@ class Src:
         return value
 
     def boolean(self) -> bool:
-        value = self.text("true or false").lower()
+        value = self.text("on or off").lower()
         if value in _TRUE:
             return True
         if value in _FALSE:
             return False
-        raise self.expected("true or false")
+        raise self.expected("on or off (or true/false, yes/no)")
 
     def integer(self, what: str = "an integer") -> int:
         value = self.text(what)

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from diagbench.scan import LineSplitter, Scanner, hyperscan
+from diagbench.signatures import Kind, Signature, builtin_packs, load_packs
+
+SIGS = load_packs(builtin_packs(), Path("."))
+
+
+def hits(scanner: Scanner, text: bytes):
+    return [(h.line_no, h.signature.id) for h in scanner.scan(text, 1)]
+
+
+def test_splitter_joins_reads_and_treats_cr_as_a_line_end():
+    s = LineSplitter()
+    assert s.feed(b"abc") == b""
+    assert s.feed(b"def\r10%\r20%\r") == b"abcdef\n10%\n20%\n"
+    assert s.feed(b"\nnext\r\n") == b"next\n"  # "\r" then "\n" in the next read is one ending
+    assert s.feed(b"tail") == b""
+    assert s.flush() == b"tail\n"
+
+
+def test_splitter_cuts_huge_lines():
+    s = LineSplitter(max_line=100)
+    out = b"".join(s.feed(b"x" * 30) for _ in range(10))
+    assert out.count(b"\n") == 2 and len(s.pending) < 100
+
+
+def test_prefixes_do_not_hide_anchored_signatures():
+    scanner = Scanner(SIGS)
+    text = (b"[rank0]: ImportError: cannot import name 'x'\n"
+            b"(VllmWorkerProcess pid=123) Killed\n"
+            b"vllm-1  | ModuleNotFoundError: No module named 'y'\n"
+            b"[2025-05-01 10:00:00 TP3] Killed\n")
+    assert hits(scanner, text) == [(1, "generic.import_error"), (2, "generic.killed"),
+                                   (3, "generic.import_error"), (4, "generic.killed")]
+
+
+def test_named_groups_feed_the_phase_name():
+    scanner = Scanner(SIGS)
+    [hit] = scanner.scan(b"Capturing batches (bs=48 avail_mem=10.2 GB): 40%|\n", 7)
+    assert hit.line_no == 7 and hit.signature.phase_name(hit.match) == "capture bs=48"
+
+
+def test_repeated_progress_hits_collapse_to_the_last():
+    scanner = Scanner(SIGS)
+    text = b"".join(b"Capturing batches (bs=%d avail_mem=1 GB)\n" % bs for bs in (64, 32, 16))
+    assert [h.text for h in scanner.scan(text, 1)] == ["Capturing batches (bs=16 avail_mem=1 GB)"]
+
+
+def test_a_pattern_spanning_lines_does_not_match():
+    scanner = Scanner([Signature("s", Kind.FAILURE, r"foo\s+bar", "other")], engine="re")
+    assert hits(scanner, b"foo\nbar\n") == []
+    assert hits(scanner, b"foo  bar\n") == [(1, "s")]
+
+
+@pytest.mark.skipif(hyperscan is None, reason="hyperscan not installed")
+def test_engines_agree_on_random_logs():
+    fast, slow = Scanner(SIGS), Scanner(SIGS, engine="re")
+    assert fast.engine_name == "hyperscan" and slow.engine_name == "re"
+    corpus = (Path(__file__).parent / "fixtures").glob("*.log")
+    lines = [line for path in corpus for line in path.read_bytes().splitlines()]
+    rng = random.Random(7)
+    for _ in range(20):
+        text = b"\n".join(rng.choice(lines) for _ in range(300)) + b"\n"
+        assert hits(fast, text) == hits(slow, text)
+
+
+def test_patterns_hyperscan_rejects_fall_back_to_re():
+    sig = Signature("look", Kind.FAILURE, r"(?<=boom )bang", "other")  # lookbehind: not in hyperscan
+    scanner = Scanner([sig, *SIGS])
+    assert hits(scanner, b"boom bang\n") == [(1, "look")]
+    if hyperscan is not None:
+        assert scanner.engine_name == "hyperscan+re"

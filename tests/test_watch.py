@@ -1,0 +1,114 @@
+"""The watch state machine, fed by hand: no processes, no clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diagbench.outcomes import Outcome
+from diagbench.scan import Scanner
+from diagbench.signatures import builtin_packs, load_packs
+from diagbench.watch import ReadyRule, Watch
+
+SCANNER = Scanner(load_packs(builtin_packs(), Path(".")))
+
+
+def feed(watch: Watch, text: str, now: float = 0.0, first: int = 1):
+    buf = text.encode()
+    return watch.feed(SCANNER.scan(buf, first), first - 1 + buf.count(b"\n"), now)
+
+
+def test_ready_line():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(w, "Load weight begin.\nThe server is fired up and ready to roll!\n")
+    assert d.outcome is Outcome.READY and d.evidence.line_no == 2
+    assert w.phase == "load"
+
+
+def test_failure_waits_for_a_wrapper_within_the_window():
+    w = Watch(ReadyRule(), deadline=10, settle_s=0.2)
+    assert feed(w, "RuntimeError: CUDA error: out of memory\n", now=1.0) is None
+    assert w.tick(1.1) is None
+    d = feed(w, "Exception: Capture cuda graph failed: CUDA error: out of memory\n", now=1.15, first=2)
+    assert (d.failure_class, d.secondary_classes, d.evidence.line_no) == ("cuda_graph_capture", ("oom",), 2)
+
+
+def test_failure_decided_when_the_window_closes():
+    w = Watch(ReadyRule(), deadline=10, settle_s=0.2)
+    feed(w, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n", now=1.0)
+    assert w.wakeup() == 1.2
+    d = w.tick(1.2)
+    assert (d.outcome, d.failure_class) == (Outcome.FAILED, "oom")
+
+
+def test_window_closes_after_enough_lines():
+    w = Watch(ReadyRule(), deadline=None, settle_lines=5)
+    feed(w, "NCCL error: unhandled system error\n")
+    d = feed(w, "x\n" * 5, first=2)
+    assert d is not None and d.failure_class == "nccl"
+
+
+def test_settling_line_decides_at_once():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(w, "Scheduler hit an exception: Traceback\nReceived sigquit from a child process. It usually means the child failed.\n")
+    assert d is not None and d.at == 0.0  # no settle wait: SIGQUIT is the story's last line
+    assert d.signature == "sglang.scheduler_exception"  # of two 'other' lines, the higher priority
+
+
+def test_root_cause_outranks_sigquit_and_killed():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(w, "Scheduler hit an exception: Traceback (most recent call last):\n"
+                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+                "Received sigquit from a child process. It usually means the child failed.\n"
+                "Killed\n")
+    assert (d.failure_class, d.evidence.line_no) == ("oom", 2)
+
+
+def test_bare_killed_is_killed():
+    w = Watch(ReadyRule(), deadline=10)
+    feed(w, "Load weight begin.\nKilled\n")
+    d = w.exited(-9, 1.0)
+    assert (d.outcome, d.failure_class) == (Outcome.FAILED, "killed")
+
+
+def test_exit_before_ready_is_a_crash_with_code_or_signal():
+    assert Watch(ReadyRule(), 10).exited(3, 1.0).exit_code == 3
+    d = Watch(ReadyRule(), 10).exited(-11, 1.0)
+    assert (d.outcome, d.signal, d.exit_code) == (Outcome.CRASHED, 11, None)
+    assert "SIGSEGV" in d.reason
+
+
+def test_deadline_gives_timeout_with_phase():
+    w = Watch(ReadyRule(), deadline=5, timeout_s=5)
+    feed(w, "Capture cuda graph begin. avail mem=1 GB\n\rCapturing batches (bs=16 avail_mem=1 GB): 10%|\n")
+    assert w.tick(4.9) is None
+    d = w.tick(5.0)
+    assert d.outcome is Outcome.TIMEOUT
+    assert d.reason == "not ready within 5s; last phase: capture bs=16"
+
+
+def test_http_and_log_both_needed():
+    w = Watch(ReadyRule(log=True, http=True, http_path="/health"), deadline=10)
+    assert feed(w, "The server is fired up and ready to roll!\n") is None
+    d = w.http_ready(1.0)
+    assert d.outcome is Outcome.READY and d.reason == "ready line and GET /health -> 200"
+
+
+def test_vllm_uvicorn_ready_needs_the_route_list_first():
+    w = Watch(ReadyRule(), deadline=10)
+    assert feed(w, "INFO:     Application startup complete.\n") is None
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(w, "INFO 05-01 [launcher.py:19] Available routes are:\nINFO:     Application startup complete.\n")
+    assert d.signature == "vllm.uvicorn_ready"
+
+
+def test_ready_after_a_failure_does_not_count():
+    w = Watch(ReadyRule(), deadline=10)
+    feed(w, "torch.OutOfMemoryError: CUDA out of memory.\nThe server is fired up and ready to roll!\n", now=0)
+    d = w.tick(1.0)
+    assert d.outcome is Outcome.FAILED
+
+
+def test_cancel_is_final():
+    w = Watch(ReadyRule(), deadline=10)
+    w.stop(Outcome.CANCELLED, "interrupted", 1.0)
+    assert feed(w, "The server is fired up and ready to roll!\n").outcome is Outcome.CANCELLED
