@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from diagbench.matrix import Cell
 from diagbench.outcomes import Outcome
@@ -99,26 +100,42 @@ class _Reader:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
-def run_attempt(planned: PlannedAttempt, server: ServerSpec, folder: Path, scanner: Scanner, tag: str,
-                cancel_fd: int, on_phase: PhaseCallback) -> AttemptRecord:
+def run_attempt(
+    planned: PlannedAttempt,
+    server: ServerSpec,
+    folder: Path,
+    scanner: Scanner,
+    tag: str,
+    cancel_fd: int,
+    on_phase: PhaseCallback,
+) -> AttemptRecord:
     """Launch one attempt and return its record (not yet written)."""
     started_at, t0 = _now_iso(), time.monotonic()
     port = server.port if server.port is not None else free_port()
     argv = build_command(server, planned.cell, port)
     env, changes = build_env(server, planned.cell, port, tag)
-    base = {"cell_id": planned.cell.id, "repeat": planned.repeat, "attempt": planned.name,
-            "params": dict(planned.cell.params), "command": redact_argv(argv), "env_changes": redact(changes),
-            "started_at": started_at}
+    base: dict[str, Any] = {
+        "cell_id": planned.cell.id,
+        "repeat": planned.repeat,
+        "attempt": planned.name,
+        "params": dict(planned.cell.params),
+        "command": redact_argv(argv),
+        "env_changes": redact(changes),
+        "started_at": started_at,
+    }
     holder = port_holder(port) if server.port is not None else None
     if holder is not None:
         reason = f"port {port} is already in use by {holder} (stop it, or set server.port: auto)"
         return _launch_error(base, reason, t0)
     deadline = t0 + server.timeout
-    rule = ReadyRule(log=server.ready_log is not None or server.ready_http is None,
-                     http=server.ready_http is not None, http_path=server.ready_http or "")
+    rule = ReadyRule(
+        log=server.ready_log is not None or server.ready_http is None,
+        http=server.ready_http is not None,
+        http_path=server.ready_http or "",
+    )
     watch = Watch(rule, deadline, server.timeout)
     log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -144,20 +161,37 @@ def run_attempt(planned: PlannedAttempt, server: ServerSpec, folder: Path, scann
     finally:
         os.close(log_fd)
     return AttemptRecord(
-        **base, outcome=decision.outcome.value, reason=decision.reason,
-        failure_class=decision.failure_class, secondary_classes=list(decision.secondary_classes),
+        **base,
+        outcome=decision.outcome.value,
+        reason=decision.reason,
+        failure_class=decision.failure_class,
+        secondary_classes=list(decision.secondary_classes),
         signature=decision.signature,
         evidence={"line_no": decision.evidence.line_no, "text": decision.evidence.text} if decision.evidence else None,
-        exit_code=decision.exit_code, signal=decision.signal, phase=watch.phase,
-        time_to_outcome_s=round(decision.at - t0, 4), duration_s=round(time.monotonic() - t0, 4),
-        ended_at=_now_iso(), log_bytes=reader.bytes, log_lines=reader.line_no,
-        killed=teardown.killed, left_behind=teardown.left_behind, teardown_s=round(teardown.seconds, 4),
+        exit_code=decision.exit_code,
+        signal=decision.signal,
+        phase=watch.phase,
+        time_to_outcome_s=round(decision.at - t0, 4),
+        duration_s=round(time.monotonic() - t0, 4),
+        ended_at=_now_iso(),
+        log_bytes=reader.bytes,
+        log_lines=reader.line_no,
+        killed=teardown.killed,
+        left_behind=teardown.left_behind,
+        teardown_s=round(teardown.seconds, 4),
         sigterm_at=teardown.sigterm_at,
     )
 
 
-def _watch(proc: ServerProcess, reader: _Reader, watch: Watch, probe_fd: int, cancel_fd: int,
-           planned: PlannedAttempt, on_phase: PhaseCallback) -> Decision:
+def _watch(
+    proc: ServerProcess,
+    reader: _Reader,
+    watch: Watch,
+    probe_fd: int,
+    cancel_fd: int,
+    planned: PlannedAttempt,
+    on_phase: PhaseCallback,
+) -> Decision:
     """Wait on the pipe, the exit descriptor, the probe and the cancel pipe; never sleep-poll."""
     sel = selectors.DefaultSelector()
     sel.register(proc.pipe, selectors.EVENT_READ, "out")
@@ -207,12 +241,17 @@ def _drain(reader: _Reader) -> None:
             reader.pump()
 
 
-def _launch_error(base: dict, reason: str, t0: float) -> AttemptRecord:
+def _launch_error(base: dict[str, Any], reason: str, t0: float) -> AttemptRecord:
     elapsed = round(time.monotonic() - t0, 4)
-    return AttemptRecord(**base, outcome=Outcome.LAUNCH_ERROR.value, reason=reason,
-                         time_to_outcome_s=elapsed, duration_s=elapsed, ended_at=_now_iso())
+    return AttemptRecord(
+        **base,
+        outcome=Outcome.LAUNCH_ERROR.value,
+        reason=reason,
+        time_to_outcome_s=elapsed,
+        duration_s=elapsed,
+        ended_at=_now_iso(),
+    )
 
 
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-

@@ -30,9 +30,15 @@ class Classification:
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the design.md 3.3 shape."""
-        return {"outcome": self.outcome, "failure_class": self.failure_class,
-                "secondary_classes": list(self.secondary_classes), "signature": self.signature,
-                "line_no": self.line_no, "line": self.line, "phase": self.phase}
+        return {
+            "outcome": self.outcome,
+            "failure_class": self.failure_class,
+            "secondary_classes": list(self.secondary_classes),
+            "signature": self.signature,
+            "line_no": self.line_no,
+            "line": self.line,
+            "phase": self.phase,
+        }
 
 
 def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "auto") -> Classification:
@@ -59,9 +65,17 @@ def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "au
     if d is None:
         return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size)
     outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
-    return Classification(outcome, d.failure_class, d.secondary_classes, d.signature,
-                          d.evidence.line_no if d.evidence else None, d.evidence.text if d.evidence else None,
-                          watch.phase, line_no, size)
+    return Classification(
+        outcome,
+        d.failure_class,
+        d.secondary_classes,
+        d.signature,
+        d.evidence.line_no if d.evidence else None,
+        d.evidence.text if d.evidence else None,
+        watch.phase,
+        line_no,
+        size,
+    )
 
 
 def context(path: Path, line_no: int, around: int = 3) -> list[tuple[int, str]]:

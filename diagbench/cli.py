@@ -20,8 +20,12 @@ from diagbench.errors import DiagbenchError, UserError
 
 EXIT_OK, EXIT_EXPECT, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Find which factor breaks an inference server's launch.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Find which factor breaks an inference server's launch.",
+)
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
 T = TypeVar("T")
@@ -45,8 +49,9 @@ def guarded(action: Callable[[], T]) -> T:
         err.print("diagbench: interrupted", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except (DiagbenchError, Exception) as exc:
-        err.print(f"diagbench failed (a bug in diagbench, not in your server): {type(exc).__name__}: {exc}",
-                  markup=False)
+        err.print(
+            f"diagbench failed (a bug in diagbench, not in your server): {type(exc).__name__}: {exc}", markup=False
+        )
         err.print(traceback.format_exc(), markup=False)
         raise typer.Exit(EXIT_HARNESS) from None
 
@@ -78,8 +83,11 @@ def run(
     loaded_spec = guarded(lambda: load_spec(spec))
     progress = Progress(out)
     try:
-        result = guarded(lambda: execute(loaded_spec, runs_dir, run_id, only or [], repeat, parallel,
-                                         progress.event, progress.opened))
+        result = guarded(
+            lambda: execute(
+                loaded_spec, runs_dir, run_id, only or [], repeat, parallel, progress.event, progress.opened
+            )
+        )
     finally:
         progress.close()
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))

@@ -22,8 +22,12 @@ def _smi(query: str) -> list[list[str]] | None:
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=_SMI_TIMEOUT_S)
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=_SMI_TIMEOUT_S,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -39,8 +43,10 @@ def _nvml_used() -> list[int] | None:
     try:
         pynvml.nvmlInit()
         count = pynvml.nvmlDeviceGetCount()
-        return [int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used) // (1 << 20)
-                for i in range(count)]
+        return [
+            int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used) // (1 << 20)
+            for i in range(count)
+        ]
     except Exception:  # NVML raises its own error types; any failure means "no reading"
         return None
 
@@ -62,19 +68,24 @@ def describe() -> list[dict[str, Any]] | None:
     rows = _smi("name,driver_version,memory.total")
     if rows is None:
         return None
-    return [{"name": r[0], "driver": r[1] if len(r) > 1 else None,
-             "memory_total_mib": r[2] if len(r) > 2 else None} for r in rows]
+    return [
+        {"name": r[0], "driver": r[1] if len(r) > 1 else None, "memory_total_mib": r[2] if len(r) > 2 else None}
+        for r in rows
+    ]
 
 
-def wait_for_baseline(baseline: list[int], cancelled: threading.Event | None = None,
-                      bound_s: float = SETTLE_BOUND_S,
-                      read: Callable[[], list[int] | None] = memory_used_mib) -> tuple[list[int] | None, float]:
+def wait_for_baseline(
+    baseline: list[int],
+    cancelled: threading.Event | None = None,
+    bound_s: float = SETTLE_BOUND_S,
+    read: Callable[[], list[int] | None] = memory_used_mib,
+) -> tuple[list[int] | None, float]:
     """Wait (bounded) until every GPU's used memory is back within tolerance of `baseline`."""
     start = time.monotonic()
     delay = 0.1
     while True:
         now = read()
-        settled = now is None or all(n <= b + SETTLE_TOLERANCE_MIB for n, b in zip(now, baseline))
+        settled = now is None or all(n <= b + SETTLE_TOLERANCE_MIB for n, b in zip(now, baseline, strict=False))
         waited = time.monotonic() - start
         if settled or waited >= bound_s or (cancelled is not None and cancelled.is_set()):
             return now, waited

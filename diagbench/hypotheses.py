@@ -15,8 +15,11 @@ from diagbench.yamlsrc import Src, suggest
 
 VERDICTS = ("supported", "refuted", "inconclusive")
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
-_UNDECIDED = {Outcome.TIMEOUT.value: "timed out", Outcome.LAUNCH_ERROR.value: "launch error",
-              Outcome.CANCELLED.value: "cancelled"}
+_UNDECIDED = {
+    Outcome.TIMEOUT.value: "timed out",
+    Outcome.LAUNCH_ERROR.value: "launch error",
+    Outcome.CANCELLED.value: "cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -46,15 +49,19 @@ class Hypothesis:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "claim": self.claim, "when": {k: list(v) for k, v in self.when.items()},
+            "id": self.id,
+            "claim": self.claim,
+            "when": {k: list(v) for k, v in self.when.items()},
             "supported_if": [str(c) for c in self.supported_if],
-            "refuted_if": [str(c) for c in self.refuted_if], "meaning": dict(self.meaning),
+            "refuted_if": [str(c) for c in self.refuted_if],
+            "meaning": dict(self.meaning),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Hypothesis:
         return cls(
-            id=data["id"], claim=data.get("claim", ""),
+            id=data["id"],
+            claim=data.get("claim", ""),
             when={k: tuple(v) for k, v in data.get("when", {}).items()},
             supported_if=tuple(_condition_of(c) for c in data.get("supported_if", [])),
             refuted_if=tuple(_condition_of(c) for c in data.get("refuted_if", [])),
@@ -73,8 +80,11 @@ class Expectation:
 
     @classmethod
     def from_json(cls, index: int, data: Mapping[str, Any]) -> Expectation:
-        return cls(index, {k: tuple(v) for k, v in data.get("when", {}).items()},
-                   tuple(_condition_of(c) for c in data.get("outcome", [])))
+        return cls(
+            index,
+            {k: tuple(v) for k, v in data.get("when", {}).items()},
+            tuple(_condition_of(c) for c in data.get("outcome", [])),
+        )
 
 
 def _condition_of(text: str) -> Condition:
@@ -123,12 +133,16 @@ def parse_hypotheses(src: Src, axes: Sequence[Axis], cells: Sequence[Cell]) -> t
         if hid in [h.id for h in out]:
             raise keys["id"].error(f"duplicate hypothesis id '{hid}'", "give each hypothesis its own id")
         meaning = {k: v.string() for k, v in keys["meaning"].mapping(VERDICTS).items()} if "meaning" in keys else {}
-        out.append(Hypothesis(
-            id=hid, claim=keys["claim"].string() if "claim" in keys else "",
-            when=_selecting(keys["when"], axes, cells),
-            supported_if=parse_conditions(keys["supported_if"]),
-            refuted_if=parse_conditions(keys["refuted_if"]), meaning=meaning,
-        ))
+        out.append(
+            Hypothesis(
+                id=hid,
+                claim=keys["claim"].string() if "claim" in keys else "",
+                when=_selecting(keys["when"], axes, cells),
+                supported_if=parse_conditions(keys["supported_if"]),
+                refuted_if=parse_conditions(keys["refuted_if"]),
+                meaning=meaning,
+            )
+        )
     return tuple(out)
 
 
@@ -172,7 +186,9 @@ class Verdict:
         return data
 
 
-def judge(hypothesis: Hypothesis, planned: Sequence[Cell | Mapping[str, Any]], records: Sequence[AttemptRecord]) -> Verdict:
+def judge(
+    hypothesis: Hypothesis, planned: Sequence[Cell | Mapping[str, Any]], records: Sequence[AttemptRecord]
+) -> Verdict:
     """The design.md 3.2 rule: refuted if any deciding attempt matches refuted_if;
     supported if every deciding cell ran and every attempt matches supported_if."""
     deciding = [_cell_id(c) for c in planned if _params(c) and _selected(_params(c), hypothesis.when)]
@@ -182,8 +198,13 @@ def judge(hypothesis: Hypothesis, planned: Sequence[Cell | Mapping[str, Any]], r
         if not attempts:
             rows.append(DecidingAttempt(cell_id, None, None, None, None, None, "not run"))
         for r in attempts:
-            matched = ("refuted" if any(c.holds(r) for c in hypothesis.refuted_if)
-                       else "supported" if any(c.holds(r) for c in hypothesis.supported_if) else "neither")
+            matched = (
+                "refuted"
+                if any(c.holds(r) for c in hypothesis.refuted_if)
+                else "supported"
+                if any(c.holds(r) for c in hypothesis.supported_if)
+                else "neither"
+            )
             rows.append(DecidingAttempt(cell_id, r.attempt, r.repeat, r.outcome, r.failure_class, r.evidence, matched))
     verdict, reason = _rule(rows)
     return Verdict(hypothesis.id, hypothesis.claim, verdict, reason, hypothesis.meaning.get(verdict), tuple(rows))

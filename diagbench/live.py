@@ -30,8 +30,15 @@ class Progress:
     def opened(self, run_dir: RunDir, planned: list[PlannedAttempt]) -> None:
         self.console.print(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))", highlight=False)
         for item in planned:
-            self.rows[item.name] = {"cell": item.cell.id, "repeat": item.repeat, "phase": "", "outcome": "",
-                                    "style": "", "start": None, "end": None}
+            self.rows[item.name] = {
+                "cell": item.cell.id,
+                "repeat": item.repeat,
+                "phase": "",
+                "outcome": "",
+                "style": "",
+                "start": None,
+                "end": None,
+            }
         if self.interactive:
             self.live = Live(self._table(), console=self.console, refresh_per_second=8, get_renderable=self._table)
             self.live.start()
@@ -46,8 +53,12 @@ class Progress:
                 row["phase"] = payload
             elif kind == "done":
                 record: AttemptRecord = payload
-                row.update(outcome=outcome_text(record), style=OUTCOME_STYLE.get(record.outcome, ""),
-                           end=time.monotonic(), phase=record.phase or row["phase"])
+                row.update(
+                    outcome=outcome_text(record),
+                    style=OUTCOME_STYLE.get(record.outcome, ""),
+                    end=time.monotonic(),
+                    phase=record.phase or row["phase"],
+                )
             if not self.interactive:
                 self._plain(kind, item, payload)
 
@@ -69,8 +80,9 @@ class Progress:
             for row in self.rows.values():
                 start, end = row["start"], row["end"]
                 elapsed = f"{(end or now) - start:5.1f}s" if start else ""
-                table.add_row(row["cell"], str(row["repeat"]), row["phase"], elapsed,
-                              Text(row["outcome"], style=row["style"]))
+                table.add_row(
+                    row["cell"], str(row["repeat"]), row["phase"], elapsed, Text(row["outcome"], style=row["style"])
+                )
         return table
 
     def close(self) -> None:

@@ -86,7 +86,9 @@ def parse_axes(src: Src) -> tuple[list[Axis], list[Src], list[Src]]:
     entries = src.mapping()
     axes = [parse_axis(name, value) for name, value in entries.items() if name not in ("include", "exclude")]
     if not axes:
-        raise src.error("expected at least one axis", "add e.g. `compile: {flag: --enable-torch-compile, values: [on, off]}`")
+        raise src.error(
+            "expected at least one axis", "add e.g. `compile: {flag: --enable-torch-compile, values: [on, off]}`"
+        )
     include = entries["include"].items() if "include" in entries else []
     exclude = entries["exclude"].items() if "exclude" in entries else []
     return axes, include, exclude
@@ -103,7 +105,9 @@ def parse_axis(name: str, src: Src) -> Axis:
     kind = AxisKind(kinds[0])
     target_src = keys[kinds[0]]
     if kind is AxisKind.ARGS:
-        target = tuple(t.text() for t in target_src.items()) if target_src.is_list() else tuple(target_src.string().split())
+        target = (
+            tuple(t.text() for t in target_src.items()) if target_src.is_list() else tuple(target_src.string().split())
+        )
         if not any("{value}" in t for t in target):
             raise target_src.error("expected the args to use {value}", 'e.g. args: [--cuda-graph-max-bs, "{value}"]')
     else:
@@ -140,7 +144,9 @@ def _level_value(src: Src, kind: AxisKind, keyed: bool) -> str | None:
     return value
 
 
-def parse_selector(src: Src, axes: Sequence[Axis], what: str = "a mapping of axis to label") -> dict[str, tuple[str, ...]]:
+def parse_selector(
+    src: Src, axes: Sequence[Axis], what: str = "a mapping of axis to label"
+) -> dict[str, tuple[str, ...]]:
     """`{axis: label}` or `{axis: [label, ...]}`, every axis and label checked."""
     by_name = {axis.name: axis for axis in axes}
     out: dict[str, tuple[str, ...]] = {}
@@ -148,7 +154,7 @@ def parse_selector(src: Src, axes: Sequence[Axis], what: str = "a mapping of axi
         if name not in by_name:
             raise value.error(f"unknown axis '{name}'", suggest(name, by_name))
         labels = tuple(item.text("a label") for item in value.items_or_one())
-        for label, item in zip(labels, value.items_or_one()):
+        for label, item in zip(labels, value.items_or_one(), strict=True):
             if label not in by_name[name].labels:
                 known = ", ".join(by_name[name].labels)
                 raise item.error(f"unknown label '{label}' for axis '{name}'", f"labels are: {known}")
@@ -162,13 +168,17 @@ def parse_selector(src: Src, axes: Sequence[Axis], what: str = "a mapping of axi
 def expand_matrix(axes: Sequence[Axis], include: Sequence[Src], exclude: Sequence[Src]) -> list[Cell]:
     """Every cell in a stable order: the product in axis order, minus excludes, plus includes."""
     excluded = [parse_selector(e, axes) for e in exclude]
-    combos = [dict(zip([a.name for a in axes], labels)) for labels in itertools.product(*(a.labels for a in axes))]
+    names = [a.name for a in axes]
+    combos = [dict(zip(names, labels, strict=True)) for labels in itertools.product(*(a.labels for a in axes))]
     kept = [c for c in combos if not any(all(c[k] in v for k, v in sel.items()) for sel in excluded)]
     for entry in include:
         selector = parse_selector(entry, axes)
         missing = [a.name for a in axes if a.name not in selector]
         if missing or any(len(v) != 1 for v in selector.values()):
-            raise entry.error("expected one label for every axis", "missing: " + ", ".join(missing) if missing else "give one label each")
+            raise entry.error(
+                "expected one label for every axis",
+                "missing: " + ", ".join(missing) if missing else "give one label each",
+            )
         combo = {a.name: selector[a.name][0] for a in axes}
         if combo not in kept:
             kept.append(combo)

@@ -14,10 +14,15 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
     cells = select_cells(spec.cells, parse_only(only, spec.axes))
     s = spec.server
     port_word = "a free port per cell" if s.port is None else str(s.port)
-    ready = " and ".join(x for x in (s.ready_log and f"log /{s.ready_log}/", s.ready_http and f"GET {s.ready_http} -> 200") if x)
-    lines = [f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
-             f"ready when: {ready or 'a ready line of the packs ' + ', '.join(s.packs)}; timeout {s.timeout:g}s, "
-             f"grace {s.grace:g}s", ""]
+    ready = " and ".join(
+        x for x in (s.ready_log and f"log /{s.ready_log}/", s.ready_http and f"GET {s.ready_http} -> 200") if x
+    )
+    lines = [
+        f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
+        f"ready when: {ready or 'a ready line of the packs ' + ', '.join(s.packs)}; timeout {s.timeout:g}s, "
+        f"grace {s.grace:g}s",
+        "",
+    ]
     for cell in cells:
         argv = build_command(s, cell, s.port if s.port is not None else "{port}")
         shown = argv[0] if s.shell else shlex.join(argv)

@@ -62,7 +62,9 @@ class ServerProcess:
         except FileNotFoundError:
             raise LaunchError(f"executable '{argv[0]}' not found (install it or fix server.command)") from None
         except PermissionError:
-            raise LaunchError(f"'{argv[0]}' is not executable (chmod +x it or run it through its interpreter)") from None
+            raise LaunchError(
+                f"'{argv[0]}' is not executable (chmod +x it or run it through its interpreter)"
+            ) from None
         except OSError as exc:
             raise LaunchError(f"cannot start '{argv[0]}': {exc.strerror}") from None
         assert self.popen.stdout is not None

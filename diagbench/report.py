@@ -14,8 +14,14 @@ from diagbench.hypotheses import Verdict
 from diagbench.records import AttemptRecord
 from diagbench.view import RunView
 
-OUTCOME_STYLE = {"ready": "green", "failed": "red", "crashed": "red", "timeout": "yellow",
-                 "launch_error": "magenta", "cancelled": "dim"}
+OUTCOME_STYLE = {
+    "ready": "green",
+    "failed": "red",
+    "crashed": "red",
+    "timeout": "yellow",
+    "launch_error": "magenta",
+    "cancelled": "dim",
+}
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
 LINE_CHARS = 110
 
@@ -49,9 +55,14 @@ def render_table(view: RunView) -> RenderableType:
     for column in ("cell", "#", "outcome", "phase", "time", "deciding line"):
         cells.add_column(column, overflow="fold")
     for r in view.records:
-        cells.add_row(r.cell_id, str(r.repeat), Text(outcome_text(r), style=OUTCOME_STYLE.get(r.outcome, "")),
-                      r.phase or "", f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "",
-                      deciding_line(r))
+        cells.add_row(
+            r.cell_id,
+            str(r.repeat),
+            Text(outcome_text(r), style=OUTCOME_STYLE.get(r.outcome, "")),
+            r.phase or "",
+            f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "",
+            deciding_line(r),
+        )
     parts: list[RenderableType] = [cells]
     if view.verdicts:
         hyp = Table(title="hypotheses (judged against the pre-registered copy)", title_justify="left")
@@ -62,16 +73,20 @@ def render_table(view: RunView) -> RenderableType:
         parts.append(hyp)
     parts.append(Text(_footer(view), style="dim"))
     for violation in view.violations:
-        parts.append(Text(f"expect #{violation.expectation + 1} violated: {violation.cell_id} wanted "
-                          f"{violation.wanted}, got {violation.got}", style="bold red"))
+        parts.append(
+            Text(
+                f"expect #{violation.expectation + 1} violated: {violation.cell_id} wanted "
+                f"{violation.wanted}, got {violation.got}",
+                style="bold red",
+            )
+        )
     return Group(*parts)
 
 
 def _footer(view: RunView) -> str:
     state = "complete" if view.complete else "partial"
     check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
-    return (f"run {view.run_id} ({state}) at {view.path}\n"
-            f"hypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})")
+    return f"run {view.run_id} ({state}) at {view.path}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
 
 
 # -- Markdown ---------------------------------------------------------------------------
@@ -88,19 +103,33 @@ def render_markdown(view: RunView) -> str:
     if view.verdicts:
         out += ["### Hypotheses", "", "| hypothesis | verdict | why | meaning |", "|---|---|---|---|"]
         for v in view.verdicts:
-            out.append(f"| `{v.id}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v))} | {_md(v.meaning or '')} |")
+            out.append(
+                f"| `{v.id}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v))} | {_md(v.meaning or '')} |"
+            )
         out.append("")
-    out += ["### Cells", "", "| cell | # | outcome | phase | time to outcome | deciding line |", "|---|---|---|---|---|---|"]
+    out += [
+        "### Cells",
+        "",
+        "| cell | # | outcome | phase | time to outcome | deciding line |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in view.records:
         seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
-        out.append(f"| `{r.cell_id}` | {r.repeat} | {outcome_text(r)} | {r.phase or ''} | {seconds} | "
-                   f"{_md(deciding_line(r))} |")
+        out.append(
+            f"| `{r.cell_id}` | {r.repeat} | {outcome_text(r)} | {r.phase or ''} | {seconds} | "
+            f"{_md(deciding_line(r))} |"
+        )
     out.append("")
     for violation in view.violations:
-        out.append(f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
-                   f"{violation.wanted}, got {violation.got}")
-    out += ["", f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}; hypotheses sha256 "
-            f"`{view.hypotheses_sha256}` ({'matches' if view.hashes_match else 'DOES NOT match'} the manifest)."]
+        out.append(
+            f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
+            f"{violation.wanted}, got {violation.got}"
+        )
+    out += [
+        "",
+        f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}; hypotheses sha256 "
+        f"`{view.hypotheses_sha256}` ({'matches' if view.hashes_match else 'DOES NOT match'} the manifest).",
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -109,8 +138,12 @@ def render_markdown(view: RunView) -> str:
 
 def render_json(view: RunView) -> str:
     data: dict[str, Any] = {
-        "run_id": view.run_id, "path": str(view.path), "spec": view.spec_name, "complete": view.complete,
-        "hypotheses_sha256": view.hypotheses_sha256, "hypotheses_sha256_matches": view.hashes_match,
+        "run_id": view.run_id,
+        "path": str(view.path),
+        "spec": view.spec_name,
+        "complete": view.complete,
+        "hypotheses_sha256": view.hypotheses_sha256,
+        "hypotheses_sha256_matches": view.hashes_match,
         "attempts": [r.to_json() for r in view.records],
         "verdicts": [v.to_json() for v in view.verdicts],
         "violations": [vars(v) for v in view.violations],
@@ -128,12 +161,14 @@ def render_junit(view: RunView) -> str:
     attempts = ET.SubElement(suites, "testsuite", name=f"{view.spec_name}.attempts")
     broken = {(v.cell_id, v.attempt): v for v in view.violations}
     for r in view.records:
-        case = ET.SubElement(attempts, "testcase", classname=f"{view.spec_name}.cells", name=r.attempt,
-                             time=f"{r.duration_s or 0:.3f}")
+        case = ET.SubElement(
+            attempts, "testcase", classname=f"{view.spec_name}.cells", name=r.attempt, time=f"{r.duration_s or 0:.3f}"
+        )
         violation = broken.get((r.cell_id, r.attempt))
         if violation:
-            failure = ET.SubElement(case, "failure", message=f"wanted {violation.wanted}, got {violation.got}",
-                                    type="expectation")
+            failure = ET.SubElement(
+                case, "failure", message=f"wanted {violation.wanted}, got {violation.got}", type="expectation"
+            )
             failure.text = deciding_line(r)
         elif r.outcome == "cancelled":
             ET.SubElement(case, "skipped", message=r.reason or "cancelled")
@@ -142,8 +177,9 @@ def render_junit(view: RunView) -> str:
     for v in view.verdicts:
         case = ET.SubElement(hyp, "testcase", classname=f"{view.spec_name}.hypotheses", name=v.id, time="0")
         if v.verdict == "refuted":
-            ET.SubElement(case, "failure", message=f"refuted: {v.meaning or v.claim}", type="refuted").text = \
-                _verdict_line(v)
+            ET.SubElement(
+                case, "failure", message=f"refuted: {v.meaning or v.claim}", type="refuted"
+            ).text = _verdict_line(v)
         elif v.verdict == "inconclusive":
             ET.SubElement(case, "skipped", message=f"inconclusive: {v.reason}")
         ET.SubElement(case, "system-out").text = _xml_safe(f"{v.claim}\n{v.verdict}: {v.meaning or ''}")
@@ -159,4 +195,4 @@ def render_junit(view: RunView) -> str:
 
 def _xml_safe(text: str) -> str:
     """XML 1.0 cannot carry most control characters; server logs can."""
-    return "".join(ch if ch in "\t\n\r" or ord(ch) >= 0x20 and ch not in "\ufffe\uffff" else "?" for ch in text)
+    return "".join(ch if ch in "\t\n\r" or (ord(ch) >= 0x20 and ch not in "\ufffe\uffff") else "?" for ch in text)

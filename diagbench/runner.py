@@ -59,7 +59,9 @@ def plan_attempts(cells: Sequence[Cell], repeat: int) -> list[PlannedAttempt]:
     return [PlannedAttempt(cell, r) for cell in cells for r in range(1, repeat + 1)]
 
 
-def build_manifest(spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, options: dict[str, Any]) -> dict[str, Any]:
+def build_manifest(
+    spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, options: dict[str, Any]
+) -> dict[str, Any]:
     """Everything known before the first launch, hypotheses and their hash included."""
     spec_json = spec.to_json()
     spec_json["server"]["env"] = redact(dict(spec.server.env))
@@ -73,10 +75,20 @@ def build_manifest(spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, o
         "hypotheses": [h.to_json() for h in spec.hypotheses],
         "hypotheses_sha256": hypotheses_sha256(spec.hypotheses),
         "expect": [e.to_json() for e in spec.expectations],
-        "cells": [{"cell_id": c.id, "params": dict(c.params), "args": list(c.args), "env": redact(dict(c.env))}
-                  for c in spec.cells],
-        "attempts": [{"attempt": p.name, "cell_id": p.cell.id, "repeat": p.repeat,
-                      "params": dict(p.cell.params), "args": redact_argv(p.cell.args)} for p in planned],
+        "cells": [
+            {"cell_id": c.id, "params": dict(c.params), "args": list(c.args), "env": redact(dict(c.env))}
+            for c in spec.cells
+        ],
+        "attempts": [
+            {
+                "attempt": p.name,
+                "cell_id": p.cell.id,
+                "repeat": p.repeat,
+                "params": dict(p.cell.params),
+                "args": redact_argv(p.cell.args),
+            }
+            for p in planned
+        ],
         "options": options,
         "provenance": provenance.collect(spec.path.resolve().parent),
     }
@@ -93,8 +105,14 @@ def redact_text(text: str, spec: Spec) -> str:
     return text
 
 
-def run_attempts(spec: Spec, planned: Sequence[PlannedAttempt], run_dir: RunDir, parallel: int,
-                 on_event: EventCallback, cancel: Cancel) -> RunResult:
+def run_attempts(
+    spec: Spec,
+    planned: Sequence[PlannedAttempt],
+    run_dir: RunDir,
+    parallel: int,
+    on_event: EventCallback,
+    cancel: Cancel,
+) -> RunResult:
     """Launch every planned attempt; on Ctrl-C, stop them and record the rest as cancelled."""
     scanner = Scanner(spec.server.signatures)
     result = RunResult(run_dir, [])
@@ -108,9 +126,15 @@ def run_attempts(spec: Spec, planned: Sequence[PlannedAttempt], run_dir: RunDir,
             gpu_info = _settle_gpu(baseline, cancel)
             on_event("start", item, None)
             try:
-                record = run_attempt(item, spec.server, run_dir.attempt_dir(item.name), scanner,
-                                     f"{run_dir.path.name}/{item.name}", cancel.read_fd,
-                                     lambda p, phase: on_event("phase", p, phase))
+                record = run_attempt(
+                    item,
+                    spec.server,
+                    run_dir.attempt_dir(item.name),
+                    scanner,
+                    f"{run_dir.path.name}/{item.name}",
+                    cancel.read_fd,
+                    lambda p, phase: on_event("phase", p, phase),
+                )
             except Exception as exc:  # a harness bug in one cell is recorded, not fatal to the matrix
                 with lock:
                     result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
@@ -135,8 +159,9 @@ def run_attempts(spec: Spec, planned: Sequence[PlannedAttempt], run_dir: RunDir,
     return result
 
 
-def judge_run(spec_hypotheses: Sequence[Any], expectations: Sequence[Any], cells: Sequence[Any],
-              records: Sequence[AttemptRecord]) -> tuple[list[Verdict], list[Violation]]:
+def judge_run(
+    spec_hypotheses: Sequence[Any], expectations: Sequence[Any], cells: Sequence[Any], records: Sequence[AttemptRecord]
+) -> tuple[list[Verdict], list[Violation]]:
     verdicts = [judge(h, cells, records) for h in spec_hypotheses]
     return verdicts, check_expectations(expectations, records)
 
@@ -155,13 +180,27 @@ def _with_gpu(record: AttemptRecord, info: dict[str, Any]) -> AttemptRecord:
 
 def _cancelled(item: PlannedAttempt, reason: str) -> AttemptRecord:
     return AttemptRecord(
-        cell_id=item.cell.id, repeat=item.repeat, attempt=item.name, params=dict(item.cell.params),
-        command=[], env_changes={}, outcome=Outcome.CANCELLED.value, reason=reason,
+        cell_id=item.cell.id,
+        repeat=item.repeat,
+        attempt=item.name,
+        params=dict(item.cell.params),
+        command=[],
+        env_changes={},
+        outcome=Outcome.CANCELLED.value,
+        reason=reason,
     )
 
 
-def execute(spec: Spec, runs_dir: Path, run_id: str | None, only: Sequence[str], repeat: int, parallel: int,
-            on_event: EventCallback, on_open: Callable[[RunDir, list[PlannedAttempt]], None]) -> RunResult:
+def execute(
+    spec: Spec,
+    runs_dir: Path,
+    run_id: str | None,
+    only: Sequence[str],
+    repeat: int,
+    parallel: int,
+    on_event: EventCallback,
+    on_open: Callable[[RunDir, list[PlannedAttempt]], None],
+) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
     cells = select_cells(spec.cells, parse_only(only, spec.axes))
     planned = plan_attempts(cells, repeat)

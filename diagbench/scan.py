@@ -22,7 +22,7 @@ from diagbench.signatures import Kind, Signature, expand
 try:  # the fast engine is an optional extra: diagbench[fast]
     import hyperscan
 except ImportError:  # pragma: no cover - exercised where hyperscan is absent
-    hyperscan = None
+    hyperscan = None  # type: ignore[assignment]  # the re engine is used instead
 
 _KIND_RANK = {Kind.PHASE: 0, Kind.READY: 1, Kind.FAILURE: 2}
 _NAMED_GROUP = re.compile(r"\(\?P<\w+>")
@@ -82,8 +82,10 @@ class _HyperscanEngine:
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY] * len(indexed)
         self.db.compile(
-            expressions=[p for _, p in indexed], ids=[i for i, _ in indexed],
-            elements=len(indexed), flags=flags,
+            expressions=[p for _, p in indexed],
+            ids=[i for i, _ in indexed],
+            elements=len(indexed),
+            flags=flags,
         )
 
     def __call__(self, buf: bytes) -> set[tuple[int, int]]:

@@ -104,7 +104,7 @@ def parse_signature(src: Src, pack: str) -> Signature:
     try:
         kind = Kind(kind_text)
     except ValueError:
-        raise keys["kind"].error(f"expected one of ready, failure, phase, got \"{kind_text}\"") from None
+        raise keys["kind"].error(f'expected one of ready, failure, phase, got "{kind_text}"') from None
     failure_class = None
     if kind is Kind.FAILURE:
         failure_class = failure_class_of(keys["class"]) if "class" in keys else "other"
@@ -125,7 +125,7 @@ def parse_signature(src: Src, pack: str) -> Signature:
 def failure_class_of(src: Src) -> str:
     word = src.string("a failure class")
     if word not in FAILURE_CLASSES:
-        raise src.error(f"unknown failure class \"{word}\"", suggest(word, FAILURE_CLASSES))
+        raise src.error(f'unknown failure class "{word}"', suggest(word, FAILURE_CLASSES))
     return word
 
 
@@ -134,5 +134,7 @@ def regex_of(src: Src) -> str:
     try:
         re.compile(expand(text).encode())
     except re.error as exc:
-        raise src.error(f"invalid regular expression {text!r}: {exc}", "escape ( ) [ ] . * + ? with a backslash") from None
+        raise src.error(
+            f"invalid regular expression {text!r}: {exc}", "escape ( ) [ ] . * + ? with a backslash"
+        ) from None
     return text

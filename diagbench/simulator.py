@@ -76,7 +76,7 @@ def fail_capture(error: str, bs: int) -> None:
 
 def serve_health(port: int) -> None:
     class Health(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             ok = self.path in ("/health", "/health_generate", "/get_model_info")
             self.send_response(200 if ok else 404)
             self.end_headers()
@@ -120,8 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         pause(0.04)
         if bs >= 256:
             sys.stderr.write("\n")
-            fail_capture("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
-                         "total capacity of 94.97 GiB of which 1.12 GiB is free.", bs)
+            fail_capture(
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                "total capacity of 94.97 GiB of which 1.12 GiB is free.",
+                bs,
+            )
         if error:
             sys.stderr.write("\n")
             fail_capture(error, bs)

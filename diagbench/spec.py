@@ -54,15 +54,28 @@ class Spec:
         """The spec as loaded, for the manifest (labels as written)."""
         s = self.server
         return {
-            "name": self.name, "description": self.description, "path": str(self.path),
+            "name": self.name,
+            "description": self.description,
+            "path": str(self.path),
             "server": {
-                "command": list(s.command), "shell": s.shell, "env": dict(s.env), "cwd": str(s.cwd),
+                "command": list(s.command),
+                "shell": s.shell,
+                "env": dict(s.env),
+                "cwd": str(s.cwd),
                 "port": s.port if s.port is not None else "auto",
-                "ready": {"log": s.ready_log, "http": s.ready_http}, "signatures": list(s.packs),
-                "timeout_s": s.timeout, "grace_s": s.grace,
+                "ready": {"log": s.ready_log, "http": s.ready_http},
+                "signatures": list(s.packs),
+                "timeout_s": s.timeout,
+                "grace_s": s.grace,
             },
-            "matrix": {a.name: {"kind": a.kind.value, "target": list(a.target),
-                                "values": {lv.label: lv.value for lv in a.levels}} for a in self.axes},
+            "matrix": {
+                a.name: {
+                    "kind": a.kind.value,
+                    "target": list(a.target),
+                    "values": {lv.label: lv.value for lv in a.levels},
+                }
+                for a in self.axes
+            },
             "expect": [e.to_json() for e in self.expectations],
         }
 
@@ -79,8 +92,12 @@ def load_spec(path: Path) -> Spec:
     return Spec(
         name=keys["name"].string(),
         description=keys["description"].text() if "description" in keys else "",
-        path=path, text=text, sha256=hashlib.sha256(text.encode()).hexdigest(),
-        server=server, axes=tuple(axes), cells=cells,
+        path=path,
+        text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        server=server,
+        axes=tuple(axes),
+        cells=cells,
         expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
         hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
     )
@@ -102,14 +119,21 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
     packs = _parse_pack_names(keys["signatures"]) if "signatures" in keys else tuple(builtin_packs())
     signatures = _assemble_signatures(keys, packs, base, ready_log)
     if ready_log is None and ready_http is None and not any(s.kind is Kind.READY for s in signatures):
-        raise src.error("no ready condition: none of the chosen signature packs has a ready line",
-                        "set server.ready.log (a regex) or server.ready.http (a path such as /health)")
+        raise src.error(
+            "no ready condition: none of the chosen signature packs has a ready line",
+            "set server.ready.log (a regex) or server.ready.http (a path such as /health)",
+        )
     cwd = base / keys["cwd"].string() if "cwd" in keys else base
     return ServerSpec(
-        command=_parse_command(keys["command"], shell), shell=shell,
+        command=_parse_command(keys["command"], shell),
+        shell=shell,
         env={k: v.text("a string value") for k, v in keys["env"].mapping().items()} if "env" in keys else {},
-        cwd=cwd, port=_parse_port(keys["port"]) if "port" in keys else None,
-        ready_log=ready_log, ready_http=ready_http, packs=packs, signatures=tuple(signatures),
+        cwd=cwd,
+        port=_parse_port(keys["port"]) if "port" in keys else None,
+        ready_log=ready_log,
+        ready_http=ready_http,
+        packs=packs,
+        signatures=tuple(signatures),
         timeout=keys["timeout"].duration() if "timeout" in keys else DEFAULT_TIMEOUT_S,
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
     )
@@ -154,13 +178,17 @@ def _parse_ready(src: Src) -> tuple[str | None, str | None]:
 def _parse_pack_names(src: Src) -> tuple[str, ...]:
     names = tuple(item.string("a pack name or file") for item in src.items_or_one())
     known = builtin_packs()
-    for name, item in zip(names, src.items_or_one()):
+    for name, item in zip(names, src.items_or_one(), strict=True):
         if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in known:
-            raise item.error(f"unknown signature pack '{name}'", suggest(name, known) + "; or give a path to a pack file")
+            raise item.error(
+                f"unknown signature pack '{name}'", suggest(name, known) + "; or give a path to a pack file"
+            )
     return names
 
 
-def _assemble_signatures(keys: dict[str, Src], packs: tuple[str, ...], base: Path, ready_log: str | None) -> list[Signature]:
+def _assemble_signatures(
+    keys: dict[str, Src], packs: tuple[str, ...], base: Path, ready_log: str | None
+) -> list[Signature]:
     signatures: list[Signature] = []
     for index, name in enumerate(packs):
         try:

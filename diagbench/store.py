@@ -1,9 +1,9 @@
 """The run directory: atomic, versioned JSON records, and reading them back.
 
-    runs/<run-id>/manifest.json      written before the first launch
-    runs/<run-id>/cells/<attempt>/   server.log, result.json
-    runs/<run-id>/verdicts.json
-    runs/latest -> <run-id>
+runs/<run-id>/manifest.json      written before the first launch
+runs/<run-id>/cells/<attempt>/   server.log, result.json
+runs/<run-id>/verdicts.json
+runs/latest -> <run-id>
 """
 
 from __future__ import annotations
@@ -30,15 +30,17 @@ REDACTED = "<redacted>"
 
 def redact(env: dict[str, str | None]) -> dict[str, str | None]:
     """Env changes safe to write down: secret-looking names or values are replaced."""
-    return {k: (REDACTED if v is not None and (_SECRET_NAME.search(k) or _SECRET_VALUE.match(v)) else v)
-            for k, v in env.items()}
+    return {
+        k: (REDACTED if v is not None and (_SECRET_NAME.search(k) or _SECRET_VALUE.match(v)) else v)
+        for k, v in env.items()
+    }
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """The command line, with values of secret-looking options (--api-key X) redacted."""
     out: list[str] = []
     for token in argv:
-        if out and out[-1].startswith("-") and _SECRET_NAME.search(out[-1]) or _SECRET_VALUE.match(token):
+        if (out and out[-1].startswith("-") and _SECRET_NAME.search(out[-1])) or _SECRET_VALUE.match(token):
             out.append(REDACTED)
         elif "=" in token and token.startswith("-") and _SECRET_NAME.search(token.split("=", 1)[0]):
             out.append(token.split("=", 1)[0] + "=" + REDACTED)

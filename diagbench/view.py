@@ -53,14 +53,18 @@ def view_of(loaded: LoadedRun) -> RunView:
     cells = manifest.get("cells", [])
     spec = manifest.get("spec", {})
     return RunView(
-        run_id=str(manifest.get("run_id", loaded.path.name)), path=loaded.path,
-        spec_name=str(spec.get("name", "")), description=str(spec.get("description", "")),
+        run_id=str(manifest.get("run_id", loaded.path.name)),
+        path=loaded.path,
+        spec_name=str(spec.get("name", "")),
+        description=str(spec.get("description", "")),
         created_at=str(manifest.get("created_at", "")),
         hypotheses_sha256=str(manifest.get("hypotheses_sha256", "")),
         hashes_match=hypotheses_sha256(hypotheses) == manifest.get("hypotheses_sha256"),
-        planned=list(manifest.get("attempts", [])), records=loaded.records,
+        planned=list(manifest.get("attempts", [])),
+        records=loaded.records,
         verdicts=[judge(h, cells, loaded.records) for h in hypotheses],
-        violations=check_expectations(expectations, loaded.records), expectations=expectations,
+        violations=check_expectations(expectations, loaded.records),
+        expectations=expectations,
         provenance=dict(manifest.get("provenance", {})),
         log_tails={r.attempt: log_tail(loaded.path / "cells" / r.attempt / "server.log") for r in loaded.records},
     )

@@ -68,8 +68,14 @@ class _Window:
 class Watch:
     """Decides one launch's outcome from what it is fed."""
 
-    def __init__(self, rule: ReadyRule, deadline: float | None, timeout_s: float | None = None,
-                 settle_s: float = SETTLE_S, settle_lines: int = SETTLE_LINES):
+    def __init__(
+        self,
+        rule: ReadyRule,
+        deadline: float | None,
+        timeout_s: float | None = None,
+        settle_s: float = SETTLE_S,
+        settle_lines: int = SETTLE_LINES,
+    ):
         self.rule, self.deadline, self.timeout_s = rule, deadline, timeout_s
         self.settle_s, self.settle_lines = settle_s, settle_lines
         self.phase: str | None = None
@@ -108,8 +114,9 @@ class Watch:
             return self._decide_failure(now)
         exit_code, sig = (None, -code) if code is not None and code < 0 else (code, None)
         how = f"killed by {_signal_name(sig)}" if sig else f"exit code {exit_code}"
-        return self._set(Decision(Outcome.CRASHED, f"exited before ready ({how})", now,
-                                  exit_code=exit_code, signal=sig))
+        return self._set(
+            Decision(Outcome.CRASHED, f"exited before ready ({how})", now, exit_code=exit_code, signal=sig)
+        )
 
     def tick(self, now: float) -> Decision | None:
         """Time passed: the settle window or the deadline may have run out."""
@@ -169,8 +176,9 @@ class Watch:
         hit = self._ready_hit
         if hit is not None:
             reason = "ready line" + (f" and GET {self.rule.http_path} -> 200" if self.rule.http else "")
-            return self._set(Decision(Outcome.READY, reason, now, signature=hit.signature.id,
-                                      evidence=Evidence.of(hit)))
+            return self._set(
+                Decision(Outcome.READY, reason, now, signature=hit.signature.id, evidence=Evidence.of(hit))
+            )
         return self._set(Decision(Outcome.READY, f"GET {self.rule.http_path} -> 200", now, signature="http"))
 
     def _decide_failure(self, now: float) -> Decision:
@@ -182,11 +190,17 @@ class Watch:
             cls = hit.signature.failure_class
             if cls not in (None, "other", best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
-        return self._set(Decision(
-            Outcome.FAILED, f"failure line ({best.signature.id})", now,
-            failure_class=best.signature.failure_class, secondary_classes=tuple(secondary),
-            signature=best.signature.id, evidence=Evidence.of(best),
-        ))
+        return self._set(
+            Decision(
+                Outcome.FAILED,
+                f"failure line ({best.signature.id})",
+                now,
+                failure_class=best.signature.failure_class,
+                secondary_classes=tuple(secondary),
+                signature=best.signature.id,
+                evidence=Evidence.of(best),
+            )
+        )
 
     def _set(self, decision: Decision) -> Decision:
         self.decision = decision

@@ -33,10 +33,13 @@ def fake_command(*actions: str) -> list[str]:
     return [sys.executable, str(FAKE), *actions]
 
 
-def write_spec(folder: Path, server: dict[str, Any], matrix: dict[str, Any] | None = None,
-               **top: Any) -> Path:
-    data = {"name": top.pop("name", "t"), "server": {"timeout": "20s", "grace": "2s", **server},
-            "matrix": matrix or {"only": {"env": "DIAGBENCH_TEST_AXIS", "values": ["x"]}}, **top}
+def write_spec(folder: Path, server: dict[str, Any], matrix: dict[str, Any] | None = None, **top: Any) -> Path:
+    data = {
+        "name": top.pop("name", "t"),
+        "server": {"timeout": "20s", "grace": "2s", **server},
+        "matrix": matrix or {"only": {"env": "DIAGBENCH_TEST_AXIS", "values": ["x"]}},
+        **top,
+    }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -57,10 +60,16 @@ class Runs:
 
     def run(self, spec_path: Path, **kw: Any) -> RunResult:
         spec = load_spec(spec_path)
-        result = execute(spec, self.folder / "runs", kw.pop("run_id", None), kw.pop("only", []),
-                         kw.pop("repeat", 1), kw.pop("parallel", 1),
-                         self._event,
-                         lambda run_dir, planned: None)
+        result = execute(
+            spec,
+            self.folder / "runs",
+            kw.pop("run_id", None),
+            kw.pop("only", []),
+            kw.pop("repeat", 1),
+            kw.pop("parallel", 1),
+            self._event,
+            lambda run_dir, planned: None,
+        )
         self.last = result
         return result
 

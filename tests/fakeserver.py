@@ -59,7 +59,7 @@ def daemon(pidfile: str) -> None:
 
 def serve(path: str) -> None:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self.send_response(200 if self.path == path else 404)
             self.end_headers()
 
@@ -116,7 +116,10 @@ def main(actions: list[str]) -> None:
             daemon(arg)
         elif name == "progress":
             for i in range(int(arg)):
-                write(ERR, f"\rCapturing batches (bs={160 - i} avail_mem=40.{i:02d} GB): {i * 100 // int(arg):3d}%|".encode())
+                write(
+                    ERR,
+                    f"\rCapturing batches (bs={160 - i} avail_mem=40.{i:02d} GB): {i * 100 // int(arg):3d}%|".encode(),
+                )
                 time.sleep(0.01)
         elif name == "flood":
             flood(float(arg))

@@ -23,8 +23,9 @@ SIGS = load_packs(builtin_packs(), Path("."))
 def test_fixture(name: str, engine: str) -> None:
     want = EXPECTED[name]
     got = classify_file(FIXTURES / name, SIGS, engine).to_json()
-    assert {k: got[k] for k in ("outcome", "failure_class", "secondary_classes", "line_no", "phase")} == \
-        {k: want[k] for k in ("outcome", "failure_class", "secondary_classes", "line_no", "phase")}
+    assert {k: got[k] for k in ("outcome", "failure_class", "secondary_classes", "line_no", "phase")} == {
+        k: want[k] for k in ("outcome", "failure_class", "secondary_classes", "line_no", "phase")
+    }
 
 
 def test_every_fixture_is_listed() -> None:
@@ -38,8 +39,11 @@ def test_no_failed_launch_is_called_ready() -> None:
 
 
 def test_cli_json_has_exactly_the_contract_keys() -> None:
-    proc = subprocess.run([sys.executable, "-m", "diagbench", "classify", "--json",
-                           str(FIXTURES / "sglang_capture_oom.log")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "diagbench", "classify", "--json", str(FIXTURES / "sglang_capture_oom.log")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
     assert set(data) == {"outcome", "failure_class", "secondary_classes", "signature", "line_no", "line", "phase"}
@@ -48,8 +52,11 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
 
 
 def test_cli_human_output_shows_context() -> None:
-    proc = subprocess.run([sys.executable, "-m", "diagbench", "classify", str(FIXTURES / "vllm_capture_raw.log")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "diagbench", "classify", str(FIXTURES / "vllm_capture_raw.log")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0
     assert "outcome: failed:cuda_graph_capture" in proc.stdout
     assert ">      11 | (EngineCore_0 pid=2817) ERROR" in proc.stdout
@@ -57,16 +64,19 @@ def test_cli_human_output_shows_context() -> None:
 
 
 def test_cli_missing_log_is_a_usage_error(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "diagbench", "classify", str(tmp_path / "nope.log")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "diagbench", "classify", str(tmp_path / "nope.log")], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert proc.stderr.startswith("diagbench: ") and "cannot read the log" in proc.stderr
 
 
 def test_user_pack_from_a_file(tmp_path: Path) -> None:
     pack = tmp_path / "mine.yaml"
-    pack.write_text("pack: mine\nsignatures:\n  - {id: mine.boom, kind: failure, class: other, priority: 99, "
-                    "pattern: 'Warming up model'}\n")
+    pack.write_text(
+        "pack: mine\nsignatures:\n  - {id: mine.boom, kind: failure, class: other, priority: 99, "
+        "pattern: 'Warming up model'}\n"
+    )
     sigs = load_packs(["tgi", str(pack)], tmp_path)
     got = classify_file(FIXTURES / "tgi_port.log", sigs)
     assert (got.signature, got.line_no) == ("mine.boom", 1)

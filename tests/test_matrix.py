@@ -63,11 +63,14 @@ def test_only_narrows_and_repeats_mean_either(spec):
     assert len(chosen) == 4
 
 
-@pytest.mark.parametrize(("term", "message"), [
-    ("compile", "--only compile: expected AXIS=LABEL, e.g. --only compile=on"),
-    ("compiel=on", "--only compiel=on: unknown axis 'compiel' (did you mean 'compile'?)"),
-    ("compile=true", "--only compile=true: unknown label 'true' for axis 'compile' (labels are: on, off)"),
-])
+@pytest.mark.parametrize(
+    ("term", "message"),
+    [
+        ("compile", "--only compile: expected AXIS=LABEL, e.g. --only compile=on"),
+        ("compiel=on", "--only compiel=on: unknown axis 'compiel' (did you mean 'compile'?)"),
+        ("compile=true", "--only compile=true: unknown label 'true' for axis 'compile' (labels are: on, off)"),
+    ],
+)
 def test_only_errors(spec, term, message):
     with pytest.raises(UserError) as caught:
         parse_only([term], spec.axes)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import fake_command
 
 READY = "The server is fired up and ready to roll!"
@@ -38,21 +36,30 @@ def test_ready_line_split_across_writes(runs):
 
 
 def test_error_then_hang_fails_at_once(runs):
-    r = runs.one({"command": fake_command(
-        "out=Capture cuda graph begin. This can take up to several minutes. avail mem=60 GB",
-        "err=torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.", "hang")})
+    r = runs.one(
+        {
+            "command": fake_command(
+                "out=Capture cuda graph begin. This can take up to several minutes. avail mem=60 GB",
+                "err=torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.",
+                "hang",
+            )
+        }
+    )
     assert (r.outcome, r.failure_class) == ("failed", "oom")
     assert r.phase == "capture"
     assert r.time_to_outcome_s < FAST
 
 
 def test_progress_bar_then_wrapped_capture_failure(runs):
-    traceback = ("err=Scheduler hit an exception: Traceback (most recent call last):\\n"
-                 "RuntimeError: CUDA error: operation not permitted when stream is capturing\\n"
-                 "Exception: Capture cuda graph failed: CUDA error: operation not permitted when stream is capturing\\n"
-                 "Possible solutions:")
-    r = runs.one({"command": fake_command("out=Capture cuda graph begin. avail mem=60 GB", "progress=20",
-                                          traceback, "hang")})
+    traceback = (
+        "err=Scheduler hit an exception: Traceback (most recent call last):\\n"
+        "RuntimeError: CUDA error: operation not permitted when stream is capturing\\n"
+        "Exception: Capture cuda graph failed: CUDA error: operation not permitted when stream is capturing\\n"
+        "Possible solutions:"
+    )
+    r = runs.one(
+        {"command": fake_command("out=Capture cuda graph begin. avail mem=60 GB", "progress=20", traceback, "hang")}
+    )
     assert (r.outcome, r.failure_class) == ("failed", "cuda_graph_capture")
     assert r.signature == "sglang.capture_failed"
     assert r.secondary_classes == []  # the root cause is a capture error too
@@ -62,15 +69,17 @@ def test_progress_bar_then_wrapped_capture_failure(runs):
 
 
 def test_wrapper_keeps_the_root_cause_as_secondary_class(runs):
-    r = runs.one({"command": fake_command(
-        "err=Exception: Capture cuda graph failed: CUDA error: out of memory", "exit=1")})
+    r = runs.one(
+        {"command": fake_command("err=Exception: Capture cuda graph failed: CUDA error: out of memory", "exit=1")}
+    )
     assert (r.failure_class, r.secondary_classes) == ("cuda_graph_capture", ["oom"])
 
 
 def test_double_forked_daemon_ignoring_sigterm_is_killed(runs, tmp_path):
     pidfile = tmp_path / "daemon.pid"
-    r = runs.one({"command": fake_command("ignore-term", "child", f"daemon={pidfile}", f"out={READY}", "hang"),
-                  "grace": "0.5s"})
+    r = runs.one(
+        {"command": fake_command("ignore-term", "child", f"daemon={pidfile}", f"out={READY}", "hang"), "grace": "0.5s"}
+    )
     assert r.outcome == "ready"
     daemon_pid = int(pidfile.read_text())
     assert not psutil.pid_exists(daemon_pid) or psutil.Process(daemon_pid).status() == psutil.STATUS_ZOMBIE
@@ -92,9 +101,15 @@ def test_exit_code_without_signature_is_a_crash(runs):
 
 
 def test_import_error_and_exit(runs):
-    r = runs.one({"command": fake_command(
-        "err=Traceback (most recent call last):",
-        "err=ModuleNotFoundError: No module named 'sgl_kernel'", "exit=1")})
+    r = runs.one(
+        {
+            "command": fake_command(
+                "err=Traceback (most recent call last):",
+                "err=ModuleNotFoundError: No module named 'sgl_kernel'",
+                "exit=1",
+            )
+        }
+    )
     assert (r.outcome, r.failure_class) == ("failed", "import_error")
 
 
@@ -105,14 +120,18 @@ def test_vllm_warning_about_import_is_not_a_failure(runs):
 
 
 def test_oom_and_exit(runs):
-    r = runs.one({"command": fake_command(
-        "err=RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "exit=1")})
+    r = runs.one(
+        {
+            "command": fake_command(
+                "err=RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "exit=1"
+            )
+        }
+    )
     assert (r.outcome, r.failure_class) == ("failed", "oom")
 
 
 def test_flood_with_junk_and_a_long_line_then_ready(runs):
-    r = runs.one({"command": fake_command("flood=60", "junk", "longline=4", f"out={READY}", "hang"),
-                  "timeout": "120s"})
+    r = runs.one({"command": fake_command("flood=60", "junk", "longline=4", f"out={READY}", "hang"), "timeout": "120s"})
     assert r.outcome == "ready"
     assert r.log_bytes > 60 * (1 << 20)
     log = runs.last.run_dir.cells / r.attempt / "server.log"
@@ -120,30 +139,53 @@ def test_flood_with_junk_and_a_long_line_then_ready(runs):
 
 
 def test_ready_only_over_http(runs):
-    r = runs.one({"command": fake_command("out=serving soon", "sleep=0.3", "http=/health", "hang"),
-                  "env": {"PORT": "{port}"}, "ready": {"http": "/health"}})
+    r = runs.one(
+        {
+            "command": fake_command("out=serving soon", "sleep=0.3", "http=/health", "hang"),
+            "env": {"PORT": "{port}"},
+            "ready": {"http": "/health"},
+        }
+    )
     assert (r.outcome, r.signature) == ("ready", "http")
     assert r.time_to_outcome_s < FAST
 
 
 def test_log_and_http_both_required(runs):
-    r = runs.one({"command": fake_command("http=/health", "sleep=0.5", "out=ready now", "hang"),
-                  "env": {"PORT": "{port}"}, "ready": {"http": "/health", "log": "ready now"}})
+    r = runs.one(
+        {
+            "command": fake_command("http=/health", "sleep=0.5", "out=ready now", "hang"),
+            "env": {"PORT": "{port}"},
+            "ready": {"http": "/health", "log": "ready now"},
+        }
+    )
     assert r.outcome == "ready"
     assert r.time_to_outcome_s >= 0.5
 
 
 def test_plain_hang_times_out_with_its_phase(runs):
-    r = runs.one({"command": fake_command("err=Waiting for shard to be ready... rank=0", "hang"),
-                  "timeout": "1s", "ready": {"http": "/health"}})
+    r = runs.one(
+        {
+            "command": fake_command("err=Waiting for shard to be ready... rank=0", "hang"),
+            "timeout": "1s",
+            "ready": {"http": "/health"},
+        }
+    )
     assert (r.outcome, r.phase) == ("timeout", "load")
     assert 1.0 <= r.time_to_outcome_s < 1.5
 
 
 def test_uvicorn_startup_is_not_ready_for_sglang(runs):
-    r = runs.one({"command": fake_command(
-        "err=INFO:     Application startup complete.", "sleep=0.2",
-        "err=Initialization failed. warmup error: Traceback", "err=Killed", "exit=0")})
+    r = runs.one(
+        {
+            "command": fake_command(
+                "err=INFO:     Application startup complete.",
+                "sleep=0.2",
+                "err=Initialization failed. warmup error: Traceback",
+                "err=Killed",
+                "exit=0",
+            )
+        }
+    )
     assert (r.outcome, r.failure_class, r.signature) == ("failed", "other", "sglang.warmup_failed")
 
 
@@ -170,8 +212,9 @@ def test_taken_port_names_its_holder(runs):
 
 
 def test_shell_only_when_asked(runs):
-    r = runs.one({"command": "echo $((40+2)) && echo 'The server is fired up and ready to roll!' && sleep 30",
-                  "shell": True})
+    r = runs.one(
+        {"command": "echo $((40+2)) && echo 'The server is fired up and ready to roll!' && sleep 30", "shell": True}
+    )
     assert r.outcome == "ready"
     log = (runs.last.run_dir.cells / r.attempt / "server.log").read_text()
     assert log.startswith("42\n")
@@ -184,8 +227,12 @@ def test_without_shell_nothing_is_expanded(runs):
 
 
 def test_secret_values_are_not_recorded(runs):
-    r = runs.one({"command": fake_command(f"out={READY}", "hang"),
-                  "env": {"HF_TOKEN": "hf_abcdefghijklmnop", "MY_API_KEY": "x", "PLAIN": "visible"}})
+    r = runs.one(
+        {
+            "command": fake_command(f"out={READY}", "hang"),
+            "env": {"HF_TOKEN": "hf_abcdefghijklmnop", "MY_API_KEY": "x", "PLAIN": "visible"},
+        }
+    )
     assert r.env_changes["HF_TOKEN"] == "<redacted>"
     assert r.env_changes["MY_API_KEY"] == "<redacted>"
     assert r.env_changes["PLAIN"] == "visible"
@@ -197,9 +244,11 @@ def test_matrix_env_unset_and_flags_reach_the_server(runs, tmp_path, monkeypatch
     from conftest import write_spec
 
     monkeypatch.setenv("TO_REMOVE", "present")
-    spec = write_spec(tmp_path, {"command": [*fake_command(), "out=$ready"], "shell": False,
-                                 "ready": {"log": "never"}, "timeout": "3s"},
-                      matrix={"var": {"env": "TO_REMOVE", "values": ["unset", "kept"]}})
+    spec = write_spec(
+        tmp_path,
+        {"command": [*fake_command(), "out=$ready"], "shell": False, "ready": {"log": "never"}, "timeout": "3s"},
+        matrix={"var": {"env": "TO_REMOVE", "values": ["unset", "kept"]}},
+    )
     result = runs.run(spec)
     assert [r.env_changes["TO_REMOVE"] for r in result.records] == [None, "kept"]
 
@@ -207,8 +256,11 @@ def test_matrix_env_unset_and_flags_reach_the_server(runs, tmp_path, monkeypatch
 def test_records_written_before_the_next_attempt(runs, tmp_path):
     from conftest import write_spec
 
-    spec = write_spec(tmp_path, {"command": fake_command(f"out={READY}", "hang")},
-                      matrix={"n": {"env": "N", "values": ["1", "2", "3"]}})
+    spec = write_spec(
+        tmp_path,
+        {"command": fake_command(f"out={READY}", "hang")},
+        matrix={"n": {"env": "N", "values": ["1", "2", "3"]}},
+    )
     seen: list[int] = []
 
     def count_records(kind, name, payload):
@@ -225,9 +277,15 @@ def test_records_written_before_the_next_attempt(runs, tmp_path):
 def test_parallel_cells_each_get_a_free_port(runs, tmp_path):
     from conftest import write_spec
 
-    spec = write_spec(tmp_path, {"command": fake_command("sleep=0.5", "http=/health", "hang"),
-                                 "env": {"PORT": "{port}"}, "ready": {"http": "/health"}},
-                      matrix={"n": {"env": "N", "values": ["1", "2", "3", "4"]}})
+    spec = write_spec(
+        tmp_path,
+        {
+            "command": fake_command("sleep=0.5", "http=/health", "hang"),
+            "env": {"PORT": "{port}"},
+            "ready": {"http": "/health"},
+        },
+        matrix={"n": {"env": "N", "values": ["1", "2", "3", "4"]}},
+    )
     started = time.monotonic()
     result = runs.run(spec, parallel=4)
     assert [r.outcome for r in result.records] == ["ready"] * 4
@@ -241,13 +299,23 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
     import sys
 
     from conftest import write_spec
+
     from diagbench.process import sweep_tagged
 
-    spec = write_spec(tmp_path, {"command": fake_command("ignore-term", "out=Load weight begin.", "hang"),
-                                 "grace": "0.3s", "ready": {"log": "never"}},
-                      matrix={"n": {"env": "N", "values": ["1", "2", "3"]}})
-    proc = subprocess.Popen([sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(tmp_path / "runs")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    spec = write_spec(
+        tmp_path,
+        {
+            "command": fake_command("ignore-term", "out=Load weight begin.", "hang"),
+            "grace": "0.3s",
+            "ready": {"log": "never"},
+        },
+        matrix={"n": {"env": "N", "values": ["1", "2", "3"]}},
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 20
     while not list((tmp_path / "runs").glob("*/cells/001-*/server.log")) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -32,12 +32,18 @@ def test_splitter_cuts_huge_lines():
 
 def test_prefixes_do_not_hide_anchored_signatures():
     scanner = Scanner(SIGS)
-    text = (b"[rank0]: ImportError: cannot import name 'x'\n"
-            b"(VllmWorkerProcess pid=123) Killed\n"
-            b"vllm-1  | ModuleNotFoundError: No module named 'y'\n"
-            b"[2025-05-01 10:00:00 TP3] Killed\n")
-    assert hits(scanner, text) == [(1, "generic.import_error"), (2, "generic.killed"),
-                                   (3, "generic.import_error"), (4, "generic.killed")]
+    text = (
+        b"[rank0]: ImportError: cannot import name 'x'\n"
+        b"(VllmWorkerProcess pid=123) Killed\n"
+        b"vllm-1  | ModuleNotFoundError: No module named 'y'\n"
+        b"[2025-05-01 10:00:00 TP3] Killed\n"
+    )
+    assert hits(scanner, text) == [
+        (1, "generic.import_error"),
+        (2, "generic.killed"),
+        (3, "generic.import_error"),
+        (4, "generic.killed"),
+    ]
 
 
 def test_named_groups_feed_the_phase_name():

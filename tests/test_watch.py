@@ -49,17 +49,23 @@ def test_window_closes_after_enough_lines():
 
 def test_settling_line_decides_at_once():
     w = Watch(ReadyRule(), deadline=10)
-    d = feed(w, "Scheduler hit an exception: Traceback\nReceived sigquit from a child process. It usually means the child failed.\n")
+    d = feed(
+        w,
+        "Scheduler hit an exception: Traceback\nReceived sigquit from a child process. It usually means the child failed.\n",
+    )
     assert d is not None and d.at == 0.0  # no settle wait: SIGQUIT is the story's last line
     assert d.signature == "sglang.scheduler_exception"  # of two 'other' lines, the higher priority
 
 
 def test_root_cause_outranks_sigquit_and_killed():
     w = Watch(ReadyRule(), deadline=10)
-    d = feed(w, "Scheduler hit an exception: Traceback (most recent call last):\n"
-                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
-                "Received sigquit from a child process. It usually means the child failed.\n"
-                "Killed\n")
+    d = feed(
+        w,
+        "Scheduler hit an exception: Traceback (most recent call last):\n"
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
+        "Received sigquit from a child process. It usually means the child failed.\n"
+        "Killed\n",
+    )
     assert (d.failure_class, d.evidence.line_no) == ("oom", 2)
 
 
