@@ -27,6 +27,8 @@ app = typer.Typer(
     help="Find which factor breaks an inference server's launch.",
 )
 out = Console(highlight=False)
+if not out.is_terminal and "COLUMNS" not in os.environ:
+    out = Console(highlight=False, width=160)  # CI logs: wide tables, unbroken lines
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
 T = TypeVar("T")
 

@@ -8,6 +8,7 @@ import time
 
 import psutil
 import pytest
+
 from conftest import fake_command
 
 READY = "The server is fired up and ready to roll!"
@@ -299,7 +300,6 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
     import sys
 
     from conftest import write_spec
-
     from diagbench.process import sweep_tagged
 
     spec = write_spec(

@@ -1,0 +1,195 @@
+"""The CLI end to end: exit codes, reports of full and partial runs, JUnit, step summary, diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import fake_command
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = "The server is fired up and ready to roll!"
+
+
+def diagbench(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diagbench", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def write(tmp: Path, text: str) -> Path:
+    path = tmp / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def two_mode_spec(tmp_path: Path):
+    def make(good_ready: bool) -> Path:
+        # a tiny dispatcher: the axis value picks which fake-server script runs
+        good = fake_command(f"out={READY}", "hang") if good_ready else fake_command("err=CUDA out of memory", "exit=1")
+        bad = fake_command("err=torch.OutOfMemoryError: CUDA out of memory.", "exit=1")
+        dispatch = tmp_path / "dispatch.py"
+        dispatch.write_text(
+            f"import os, sys\ncmds = {{'a': {good!r}, 'b': {bad!r}}}\nos.execv(sys.executable, cmds[sys.argv[1]])\n"
+        )
+        return write(
+            tmp_path,
+            f"""
+name: cli
+server:
+  command: [{json.dumps(sys.executable)}, {json.dumps(str(dispatch))}]
+  timeout: 10s
+  grace: 1s
+matrix:
+  mode: {{args: ["{{value}}"], values: {{good: "a", bad: "b"}}}}
+expect:
+  - {{when: {{mode: good}}, outcome: ready}}
+hypotheses:
+  - id: good-is-ready
+    claim: the good mode comes up
+    when: {{mode: good}}
+    supported_if: ready
+    refuted_if: [failed, crashed]
+  - id: bad-fails
+    claim: the bad mode fails on OOM
+    when: {{mode: bad}}
+    supported_if: failed:oom
+    refuted_if: ready
+    meaning:
+      supported: bad really is bad
+""",
+        )
+
+    return make
+
+
+def test_exit_0_when_expectations_hold_and_reports_parse(two_mode_spec, tmp_path):
+    spec = two_mode_spec(good_ready=True)
+    summary = tmp_path / "summary.md"
+    junit = tmp_path / "junit.xml"
+    proc = diagbench(
+        "run",
+        str(spec),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--junit",
+        str(junit),
+        env={"GITHUB_STEP_SUMMARY": str(summary)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "supported" in proc.stdout and "bad really is bad" in proc.stdout
+    md = summary.read_text()
+    assert "| `good-is-ready` the good mode comes up | **supported** |" in md
+    assert "| `bad-fails` the bad mode fails on OOM | **supported** |" in md
+    tree = ET.parse(junit).getroot()
+    cases = {c.get("name"): c for c in tree.iter("testcase")}
+    assert set(cases) == {"001-mode-good-r1", "002-mode-bad-r1", "good-is-ready", "bad-fails"}
+    assert all(c.find("failure") is None for c in cases.values())
+    assert READY in cases["001-mode-good-r1"].find("system-out").text
+    data = json.loads(diagbench("report", str(tmp_path / "runs" / "latest"), "--format", "json").stdout)
+    assert [v["verdict"] for v in data["verdicts"]] == ["supported", "supported"]
+    assert data["complete"] is True and data["hypotheses_sha256_matches"] is True
+
+
+def test_exit_1_when_an_expectation_is_violated(two_mode_spec, tmp_path):
+    spec = two_mode_spec(good_ready=False)
+    proc = diagbench("run", str(spec), "--runs-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stderr
+    assert "expect #1 violated: mode=good wanted ready, got failed:oom" in proc.stdout
+    junit = diagbench("report", str(tmp_path / "runs" / "latest"), "--format", "junit")
+    assert junit.returncode == 1
+    root = ET.fromstring(junit.stdout)
+    failing = {c.get("name") for c in root.iter("testcase") if c.find("failure") is not None}
+    assert failing == {"001-mode-good-r1", "good-is-ready"}
+
+
+def test_strict_fails_unless_every_hypothesis_is_supported(two_mode_spec, tmp_path):
+    spec = two_mode_spec(good_ready=True)
+    proc = diagbench("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--only", "mode=good", "--strict")
+    assert proc.returncode == 1  # bad-fails was not run: inconclusive
+    report = diagbench("report", str(tmp_path / "runs" / "latest"), "--format", "md")
+    assert "| **inconclusive** | mode=bad not run |" in report.stdout
+    assert report.returncode == 0
+
+
+def test_report_judges_against_the_manifest_not_the_edited_spec(two_mode_spec, tmp_path):
+    spec = two_mode_spec(good_ready=True)
+    assert diagbench("run", str(spec), "--runs-dir", str(tmp_path / "runs")).returncode == 0
+    spec.write_text(spec.read_text().replace("supported_if: failed:oom", "supported_if: ready"))
+    data = json.loads(diagbench("report", str(tmp_path / "runs" / "latest"), "--format", "json").stdout)
+    assert [v["verdict"] for v in data["verdicts"]] == ["supported", "supported"]
+    manifest = tmp_path / "runs" / "latest" / "manifest.json"
+    tampered = json.loads(manifest.read_text())
+    tampered["hypotheses"][1]["supported_if"] = ["ready"]
+    manifest.write_text(json.dumps(tampered))
+    table = diagbench("report", str(tmp_path / "runs" / "latest"))
+    assert "MISMATCH: the manifest was edited after the run" in table.stdout
+
+
+def test_report_reads_a_partial_run(two_mode_spec, tmp_path):
+    spec = two_mode_spec(good_ready=True)
+    diagbench("run", str(spec), "--runs-dir", str(tmp_path / "runs"))
+    run = (tmp_path / "runs" / "latest").resolve()
+    shutil.rmtree(run / "cells" / "002-mode-bad-r1")  # as if diagbench died before it
+    data = json.loads(diagbench("report", str(run), "--format", "json").stdout)
+    assert data["complete"] is False
+    assert [v["verdict"] for v in data["verdicts"]] == ["supported", "inconclusive"]
+
+
+def test_report_on_a_missing_run_is_a_usage_error(tmp_path):
+    proc = diagbench("report", str(tmp_path / "nope"))
+    assert proc.returncode == 2
+    assert (
+        proc.stderr
+        == f"diagbench: {tmp_path / 'nope'}: no such run directory (runs are under runs/, e.g. runs/latest)\n"
+    )
+
+
+def test_diff_names_changed_cells_and_verdicts(two_mode_spec, tmp_path):
+    good = two_mode_spec(good_ready=True)
+    diagbench("run", str(good), "--runs-dir", str(tmp_path / "runs"), "--run-id", "night1")
+    two_mode_spec(good_ready=False)
+    diagbench("run", str(good), "--runs-dir", str(tmp_path / "runs"), "--run-id", "night2")
+    proc = diagbench("diff", str(tmp_path / "runs" / "night1"), str(tmp_path / "runs" / "night2"))
+    assert proc.returncode == 1
+    assert (
+        "REGRESSION cell mode=good: ready -> failed:other" in proc.stdout
+        or "REGRESSION cell mode=good: ready -> failed:oom" in proc.stdout
+    )
+    assert "hypothesis good-is-ready: supported -> refuted" in proc.stdout
+    same = diagbench("diff", str(tmp_path / "runs" / "night2"), str(tmp_path / "runs" / "night2"))
+    assert same.returncode == 0 and "no change" in same.stdout
+
+
+def test_the_demo_runs_and_decides(tmp_path):
+    proc = diagbench("run", str(ROOT / "experiments" / "demo.yaml"), "--runs-dir", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(diagbench("report", str(tmp_path / "runs" / "latest"), "--format", "json").stdout)
+    verdicts = {v["id"]: v["verdict"] for v in data["verdicts"]}
+    assert verdicts == {
+        "kernel-is-blocker": "refuted",
+        "inductor-graphs-collide": "refuted",
+        "eager-is-healthy": "supported",
+    }
+    assert {a["outcome"] for a in data["attempts"]} == {"ready", "failed"}
+
+
+def test_plan_lists_every_cell_with_argv_and_env(tmp_path):
+    proc = diagbench("plan", str(ROOT / "experiments" / "demo.yaml"))
+    assert proc.returncode == 0
+    assert proc.stdout.count("    argv: ") == 6
+    assert "env:  SGLANG_SM120_MMA_FLASHMLA=0  unset TORCHINDUCTOR_CUDAGRAPHS" in proc.stdout
+    assert "decides: kernel-is-blocker" in proc.stdout

@@ -1,0 +1,101 @@
+"""The verdict rule of design.md 3.2 and expectations, on records made by hand."""
+
+from __future__ import annotations
+
+from diagbench.hypotheses import Condition, Expectation, Hypothesis, check_expectations, judge
+from diagbench.records import AttemptRecord
+
+CELLS = [
+    {"cell_id": "kernel=stock,compile=on", "params": {"kernel": "stock", "compile": "on"}},
+    {"cell_id": "kernel=mma,compile=on", "params": {"kernel": "mma", "compile": "on"}},
+    {"cell_id": "kernel=stock,compile=off", "params": {"kernel": "stock", "compile": "off"}},
+]
+ON = Hypothesis(
+    id="h",
+    claim="c",
+    when={"compile": ("on",)},
+    supported_if=(Condition("ready"),),
+    refuted_if=(Condition("failed", "cuda_graph_capture"),),
+    meaning={"supported": "S", "refuted": "R", "inconclusive": "I"},
+)
+
+
+def rec(cell: str, outcome: str, cls: str | None = None, repeat: int = 1) -> AttemptRecord:
+    params = next(c["params"] for c in CELLS if c["cell_id"] == cell)
+    evidence = {"line_no": 3, "text": f"{outcome} line"} if outcome in ("ready", "failed") else None
+    return AttemptRecord(
+        cell_id=cell,
+        repeat=repeat,
+        attempt=f"{cell}-r{repeat}",
+        params=params,
+        command=[],
+        env_changes={},
+        outcome=outcome,
+        failure_class=cls,
+        evidence=evidence,
+    )
+
+
+def test_supported_when_every_deciding_attempt_matches():
+    v = judge(ON, CELLS, [rec("kernel=stock,compile=on", "ready"), rec("kernel=mma,compile=on", "ready")])
+    assert (v.verdict, v.meaning) == ("supported", "S")
+    assert [d.cell_id for d in v.deciding] == ["kernel=stock,compile=on", "kernel=mma,compile=on"]
+
+
+def test_refuted_if_any_deciding_attempt_matches_refuted_if():
+    v = judge(
+        ON,
+        CELLS,
+        [rec("kernel=stock,compile=on", "ready"), rec("kernel=mma,compile=on", "failed", "cuda_graph_capture")],
+    )
+    assert (v.verdict, v.meaning) == ("refuted", "R")
+    assert v.reason == "kernel=mma,compile=on failed:cuda_graph_capture"
+
+
+def test_failure_of_another_class_matches_neither():
+    v = judge(ON, CELLS, [rec("kernel=stock,compile=on", "ready"), rec("kernel=mma,compile=on", "failed", "oom")])
+    assert v.verdict == "inconclusive"
+    assert v.reason == "kernel=mma,compile=on matched neither (failed:oom)"
+
+
+def test_no_cells_run():
+    v = judge(ON, CELLS, [])
+    assert v.verdict == "inconclusive"
+    assert v.reason == "kernel=stock,compile=on not run; kernel=mma,compile=on not run"
+
+
+def test_cancelled_counts_as_not_run():
+    v = judge(ON, CELLS, [rec("kernel=stock,compile=on", "ready"), rec("kernel=mma,compile=on", "cancelled")])
+    assert (v.verdict, v.reason) == ("inconclusive", "kernel=mma,compile=on not run")
+
+
+def test_partial_run_with_a_refutation_is_still_refuted():
+    v = judge(ON, CELLS, [rec("kernel=stock,compile=on", "failed", "cuda_graph_capture")])
+    assert v.verdict == "refuted"
+
+
+def test_timeouts_and_launch_errors_are_named():
+    v = judge(ON, CELLS, [rec("kernel=stock,compile=on", "timeout"), rec("kernel=mma,compile=on", "launch_error")])
+    assert v.reason == "kernel=stock,compile=on timed out; kernel=mma,compile=on launch error"
+
+
+def test_repeats_must_all_agree_for_support():
+    ok = [rec("kernel=stock,compile=on", "ready", repeat=r) for r in (1, 2, 3)]
+    ok += [rec("kernel=mma,compile=on", "ready")]
+    assert judge(ON, CELLS, ok).verdict == "supported"
+    flaky = [*ok, rec("kernel=mma,compile=on", "crashed", repeat=2)]
+    assert judge(ON, CELLS, flaky).verdict == "inconclusive"
+    broken = [*ok, rec("kernel=mma,compile=on", "failed", "cuda_graph_capture", repeat=2)]
+    assert judge(ON, CELLS, broken).verdict == "refuted"
+
+
+def test_expectations_flag_violations_only():
+    exp = Expectation(0, {"compile": ("off",)}, (Condition("ready"),))
+    records = [rec("kernel=stock,compile=off", "failed", "oom"), rec("kernel=stock,compile=on", "failed", "oom")]
+    [violation] = check_expectations([exp], records)
+    assert (violation.cell_id, violation.wanted, violation.got) == ("kernel=stock,compile=off", "ready", "failed:oom")
+    assert check_expectations([exp], [rec("kernel=stock,compile=off", "ready")]) == []
+
+
+def test_hypothesis_json_round_trip():
+    assert Hypothesis.from_json(ON.to_json()) == ON
