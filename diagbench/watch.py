@@ -19,7 +19,7 @@ from diagbench.outcomes import Outcome
 from diagbench.scan import Hit
 from diagbench.signatures import Kind
 
-SETTLE_S = 0.3
+SETTLE_S = 0.1
 SETTLE_LINES = 200
 EVIDENCE_CHARS = 500
 

@@ -82,3 +82,19 @@ def test_patterns_hyperscan_rejects_fall_back_to_re():
     assert hits(scanner, b"boom bang\n") == [(1, "look")]
     if hyperscan is not None:
         assert scanner.engine_name == "hyperscan+re"
+
+
+def test_anchored_phase_is_confirmed_in_the_middle_of_a_buffer():
+    scanner = Scanner(SIGS)
+    [hit] = scanner.scan(b"noise\nAUTOTUNE addmm(32x2880, 32x4096, 4096x2880)\nmore noise\n", 1)
+    assert (hit.line_no, hit.signature.id) == (2, "triton.autotune")
+
+
+def test_required_phase_survives_other_phases_after_it():
+    scanner = Scanner(SIGS)
+    text = b"Available routes are:\nStarting vLLM API server 0 on http://x\nINFO:     Application startup complete.\n"
+    assert [h.signature.id for h in scanner.scan(text, 1)] == [
+        "vllm.routes",
+        "vllm.starting_server",
+        "vllm.uvicorn_ready",
+    ]

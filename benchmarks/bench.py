@@ -1,0 +1,295 @@
+"""diagbench's figures, each printed beside its baseline measured in the same run.
+
+    python benchmarks/bench.py [--quick] [all|latency|scan|memory|overhead|teardown|startup]
+
+Nothing here is a test: it measures and prints. Sizes are the design's (200 MB log,
+1 GB flood); --quick shrinks them for a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+
+from conftest import fake_command, write_spec  # noqa: E402
+from diagbench.classify import classify_file  # noqa: E402
+from diagbench.runner import execute  # noqa: E402
+from diagbench.scan import hyperscan  # noqa: E402
+from diagbench.signatures import builtin_packs, expand, load_packs  # noqa: E402
+from diagbench.spec import load_spec  # noqa: E402
+from genlog import generate  # noqa: E402
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def run_spec(folder: Path, server: dict, matrix: dict | None = None, repeat: int = 1):
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = load_spec(write_spec(folder, server, matrix))
+    return execute(spec, folder / "runs", None, [], repeat, 1, lambda *a: None, lambda *a: None)
+
+
+def bench_latency(n: int) -> None:
+    """Line written -> SIGTERM sent, over many launches of a server that fails then hangs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = {
+            "command": fake_command(
+                "out=Load weight begin.", "sleep=0.05", "stamp=torch.OutOfMemoryError: CUDA out of memory.", "hang"
+            )
+        }
+        failing = run_spec(Path(tmp), server, repeat=n)
+        settle = [_latency(Path(tmp), r) for r in failing.records]
+        ready_server = {
+            "command": fake_command(
+                "out=Load weight begin.", "sleep=0.05", "stamp=The server is fired up and ready to roll!", "hang"
+            )
+        }
+        ready = run_spec(Path(tmp) / "r", ready_server, repeat=n)
+        immediate = [_latency(Path(tmp) / "r", r) for r in ready.records]
+        poll = _baseline_poll_loop(Path(tmp), n, 0.5)
+    print(f"\n== detection latency, line written -> SIGTERM sent ({n} launches each)")
+    print(
+        f"  diagbench, ready line:             p50 {pct(immediate, 50) * 1000:7.1f} ms   p99 {pct(immediate, 99) * 1000:7.1f} ms"
+    )
+    print(
+        f"  diagbench, failure line (+settle): p50 {pct(settle, 50) * 1000:7.1f} ms   p99 {pct(settle, 99) * 1000:7.1f} ms"
+    )
+    print(
+        f"  vLLM-style 0.5 s poll loop (run):  p50 {pct(poll, 50) * 1000:7.1f} ms   p99 {pct(poll, 99) * 1000:7.1f} ms"
+    )
+    for name, interval in (("SGLang harness, 10 s poll", 10.0), ("the seed's 30 s grep loop", 30.0)):
+        print(
+            f"  {name + ' (uniform, computed):':34} p50 {interval / 2 * 1000:7.0f} ms   p99 {interval * 0.99 * 1000:7.0f} ms"
+        )
+    print(f"  ratio p50, 30 s loop / diagbench failure: {15.0 / statistics.median(settle):,.0f}x")
+
+
+def _latency(folder: Path, record) -> float:
+    log = (next(folder.glob("runs/2*")) / "cells" / record.attempt / "server.log").read_text()
+    stamp = float(re.search(r"@(\d+\.\d+)", log).group(1))
+    return record.sigterm_at - stamp
+
+
+def _baseline_poll_loop(folder: Path, n: int, interval: float) -> list[float]:
+    """The hand-written loop: launch, then every `interval` s re-read the log and grep it."""
+    out = []
+    for i in range(n):
+        log = folder / f"poll{i}.log"
+        with log.open("wb") as handle:
+            proc = subprocess.Popen(
+                fake_command(
+                    "out=Load weight begin.", "sleep=0.05", "stamp=torch.OutOfMemoryError: CUDA out of memory.", "hang"
+                ),
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            time.sleep(interval * (i / n))  # launches land at every offset of the poll cycle
+            while True:
+                text = log.read_text(errors="replace")
+                if "CUDA out of memory" in text:
+                    sent = time.time()
+                    proc.terminate()
+                    break
+                time.sleep(interval)
+            proc.wait()
+        out.append(sent - float(re.search(r"@(\d+\.\d+)", log.read_text()).group(1)))
+    return out
+
+
+def grep_patterns(sigs) -> list[str]:
+    """The same patterns in grep -E's dialect (no \\d, no (?:), no named groups)."""
+    out = []
+    for s in sigs:
+        p = expand(s.pattern)
+        p = re.sub(r"\(\?P<\w+>", "(", p).replace("(?:", "(").replace(r"\d", "[0-9]")
+        out.append(p)
+    return out
+
+
+def bench_scan(megabytes: int) -> None:
+    sigs = load_packs(builtin_packs(), ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "server.log"
+        generate(log, megabytes)
+        size = log.stat().st_size / (1 << 20)
+        patterns = Path(tmp) / "patterns"
+        patterns.write_text("\n".join(grep_patterns(sigs)) + "\n")
+        log.read_bytes()  # warm the page cache for everyone alike
+        rows = []
+        t = _best(lambda: subprocess.run(["grep", "-E", "-c", "-f", str(patterns), str(log)], capture_output=True))
+        rows.append(("GNU grep -E -f (same patterns)", size / t))
+        engines = (["auto"] if hyperscan is not None else []) + ["re"]
+        for engine in engines:
+            result = None
+
+            def classify(engine=engine):
+                nonlocal result
+                result = classify_file(log, sigs, engine)
+
+            t = _best(classify, runs=3 if engine != "re" else 1)
+            label = "diagbench classify (hyperscan)" if engine == "auto" else "diagbench classify (pure re)"
+            rows.append((label, size / t))
+            assert result.outcome == "failed" and result.failure_class == "cuda_graph_capture", result
+        peak = _peak_rss([sys.executable, "-m", "diagbench", "classify", str(log)])
+    print(f"\n== log scan throughput: {size:.0f} MB realistic log, {len(sigs)} signatures (all built-in packs)")
+    grep_speed = rows[0][1]
+    for name, speed in rows:
+        print(f"  {name:34} {speed:8.0f} MB/s   {speed / grep_speed:5.2f}x grep")
+    print(f"  peak RSS of `diagbench classify` on it: {peak / (1 << 20):.0f} MB")
+
+
+def _best(action, runs: int = 3) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _peak_rss(argv: list[str]) -> int:
+    proc = psutil.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, proc.memory_info().rss)
+        except psutil.Error:
+            break
+        time.sleep(0.02)
+    return peak
+
+
+def bench_memory(megabytes: int) -> None:
+    """Peak RSS of `diagbench run` while its server floods the log, beside a tiny log."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for size in (1, megabytes):
+            spec = write_spec(
+                Path(tmp),
+                {
+                    "command": fake_command(f"flood={size}", "out=The server is fired up and ready to roll!", "hang"),
+                    "timeout": "600s",
+                },
+            )
+            argv = [sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(Path(tmp) / "runs")]
+            start = time.perf_counter()
+            peak = _peak_rss(argv)
+            rows.append((size, peak, time.perf_counter() - start))
+            shutil.rmtree(Path(tmp) / "runs")
+        naive = _peak_rss(
+            [
+                sys.executable,
+                "-c",
+                "import subprocess,sys; subprocess.run(sys.argv[1:], capture_output=True)",
+                *fake_command(f"flood={megabytes}"),
+            ]
+        )
+    print("\n== peak RSS of diagbench while the server floods the log")
+    for size, peak, seconds in rows:
+        print(
+            f"  {size:5d} MB of log: {peak / (1 << 20):6.1f} MB peak RSS   ({size / seconds:6.0f} MB/s through pipe, log file and scanner)"
+        )
+    print(f"  baseline, subprocess.run(capture_output=True) on {megabytes} MB: {naive / (1 << 20):6.0f} MB peak RSS")
+
+
+def bench_overhead(n: int) -> None:
+    """Wall time per cell beyond the server's own, against bare Popen + wait."""
+    script = fake_command("out=The server is fired up and ready to roll!", "exit=0")
+    start = time.perf_counter()
+    for _ in range(n):
+        subprocess.Popen(script, stdout=subprocess.DEVNULL).wait()
+    bare = (time.perf_counter() - start) / n
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        result = run_spec(
+            Path(tmp), {"command": fake_command("out=The server is fired up and ready to roll!", "sleep=10")}, repeat=n
+        )
+        per_cell = (time.perf_counter() - start) / n
+        decide = statistics.median(r.time_to_outcome_s for r in result.records)
+        teardown = statistics.median(r.teardown_s for r in result.records)
+    print(f"\n== per-cell cost ({n} cells)")
+    print(f"  bare Popen + wait of a server that prints ready and exits: {bare * 1000:6.1f} ms")
+    print(
+        f"  diagbench, launch -> ready decided -> torn down -> recorded: {per_cell * 1000:6.1f} ms "
+        f"(decided at {decide * 1000:.0f} ms, teardown {teardown * 1000:.0f} ms)"
+    )
+    print(f"  overhead per cell: {(per_cell - bare) * 1000:6.1f} ms")
+
+
+def bench_teardown() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        obey = run_spec(
+            Path(tmp) / "a",
+            {"command": fake_command("out=The server is fired up and ready to roll!", "hang"), "grace": "5s"},
+            repeat=3,
+        )
+        pid = Path(tmp) / "d.pid"
+        stubborn = run_spec(
+            Path(tmp) / "b",
+            {
+                "command": fake_command(
+                    "ignore-term", f"daemon={pid}", "child", "out=The server is fired up and ready to roll!", "hang"
+                ),
+                "grace": "2s",
+            },
+            repeat=3,
+        )
+    print("\n== teardown")
+    print(
+        f"  SIGTERM-obeying server (grace 5 s):                         {statistics.median(r.teardown_s for r in obey.records) * 1000:7.1f} ms, "
+        f"left behind: {sum(len(r.left_behind) for r in obey.records)}"
+    )
+    print(
+        f"  SIGTERM-ignoring server + setsid daemon + child (grace 2 s): {statistics.median(r.teardown_s for r in stubborn.records) * 1000:7.1f} ms, "
+        f"killed {len(stubborn.records[0].killed)} processes, left behind: {sum(len(r.left_behind) for r in stubborn.records)}"
+    )
+
+
+def bench_startup() -> None:
+    base = _best(lambda: subprocess.run([sys.executable, "-c", "pass"]), runs=5)
+    helped = _best(lambda: subprocess.run([sys.executable, "-m", "diagbench", "--help"], capture_output=True), runs=5)
+    print("\n== start-up")
+    print(f"  python -c pass:      {base * 1000:6.0f} ms")
+    print(f"  diagbench --help:    {helped * 1000:6.0f} ms  (+{(helped - base) * 1000:.0f} ms)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", nargs="*", default=["all"])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    want = set(args.what)
+    every = "all" in want
+    if every or "startup" in want:
+        bench_startup()
+    if every or "latency" in want:
+        bench_latency(10 if args.quick else 50)
+    if every or "overhead" in want:
+        bench_overhead(5 if args.quick else 20)
+    if every or "teardown" in want:
+        bench_teardown()
+    if every or "scan" in want:
+        bench_scan(20 if args.quick else 200)
+    if every or "memory" in want:
+        bench_memory(100 if args.quick else 1024)
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "bench"
+    main()
