@@ -130,7 +130,7 @@ def stop_tree(server: ServerProcess, grace: float) -> Teardown:
     names = {p.pid: _name(p) for p in procs}
     for proc in procs:
         _send(proc, signal.SIGTERM)
-    _gone, alive = psutil.wait_procs(procs, timeout=grace)
+    alive = _wait_gone(procs, grace)
     termed = {p.pid for p in procs} - {p.pid for p in alive}
     report.killed.extend({"pid": pid, "name": names[pid], "signal": "SIGTERM"} for pid in sorted(termed))
     for _round in range(3):  # survivors, and anything they forked while dying
@@ -142,12 +142,33 @@ def stop_tree(server: ServerProcess, grace: float) -> Teardown:
             names.setdefault(proc.pid, _name(proc))
             _send(proc, signal.SIGKILL)
         report.killed.extend({"pid": p.pid, "name": names[p.pid], "signal": "SIGKILL"} for p in alive)
-        _gone, alive = psutil.wait_procs(alive, timeout=KILL_CONFIRM_S)
+        alive = _wait_gone(alive, KILL_CONFIRM_S)
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.popen.wait(timeout=KILL_CONFIRM_S)  # reap the main process
     report.left_behind = [p.pid for p in _members(server)]
     report.seconds = time.monotonic() - started
     return report
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process has exited (a zombie counts as gone: it runs nothing and
+    holds no port), up to `timeout`; returns the ones still running. Processes that are
+    not our children cannot be waited on, so this polls, from 5 ms up to 50 ms."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    alive = [p for p in procs if _running(p)]
+    while alive and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.05)
+        alive = [p for p in alive if _running(p)]
+    return alive
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _members(server: ServerProcess) -> list[psutil.Process]:

@@ -1,0 +1,5 @@
+import sys
+
+from diagbench.refserver.server import main
+
+sys.exit(main())
