@@ -25,7 +25,7 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
     ]
     for cell in cells:
         argv = build_command(s, cell, s.port if s.port is not None else "{port}")
-        shown = argv[0] if s.shell else shlex.join(argv)
+        shown = argv[0] if s.shell else shlex.join(argv).replace("'{port}'", "{port}")
         lines.append(f"[{cell.index}] {cell.id}")
         lines.append(f"    argv: {shown}" + ("   (run by /bin/sh -c)" if s.shell else ""))
         changes = {**s.env, **cell.env}

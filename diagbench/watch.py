@@ -155,7 +155,7 @@ class Watch:
         self._seen.add(hit.signature.id)
         if kind is Kind.PHASE and not self._window:
             self.phase = hit.signature.phase_name(hit.match)
-        elif kind is Kind.READY and self._ready_hit is None:
+        elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
             requires = hit.signature.requires
             if requires is None or requires in self._seen:
                 self._ready_hit = hit
