@@ -12,13 +12,19 @@ then the earliest; the other failure classes seen become secondary classes.
 
 from __future__ import annotations
 
+import re
 import signal as signals
 from dataclasses import dataclass, field
 
 from diagbench.outcomes import Outcome
 from diagbench.scan import Hit
-from diagbench.signatures import Kind
+from diagbench.signatures import PREFIX, Kind
 
+# A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
+# names the failure without being it. Such lines never decide (seen on the refserver's GPU run).
+_ECHOED_SOURCE = re.compile(
+    ("^" + PREFIX + r"(?:[A-Z]+ \d\d-\d\d [\d:.]+ \[[\w.]+:\d+\])?\s{2,}(?:raise|assert)\b").encode()
+)
 SETTLE_S = 0.1
 SETTLE_LINES = 200
 EVIDENCE_CHARS = 500
@@ -159,7 +165,7 @@ class Watch:
             requires = hit.signature.requires
             if requires is None or requires in self._seen:
                 self._ready_hit = hit
-        elif kind is Kind.FAILURE:
+        elif kind is Kind.FAILURE and not _ECHOED_SOURCE.match(hit.line):
             if self._window is None:
                 self._window = _Window(now + self.settle_s, hit.line_no + self.settle_lines)
             self._window.hits.append(hit)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import urllib.request
 
 import pytest
 
@@ -31,8 +29,8 @@ def test_cpu_health_and_generate_over_http(runs):
 
 
 def test_generate_endpoint_runs_the_model():
-    from diagbench.refserver.server import Engine
     from diagbench.refserver.model import TinyDecoder
+    from diagbench.refserver.server import Engine
 
     model = TinyDecoder(256, 64, 2, 4, 32, 4, custom_kernel=False).eval()
     engine = Engine(model, torch.device("cpu"), model, 4)
@@ -42,13 +40,22 @@ def test_generate_endpoint_runs_the_model():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("extra", "env", "outcome"), [
-    (["--warmup", "every"], {}, ("ready", None)),
-    (["--warmup", "every", "--enable-torch-compile"], {"TORCHINDUCTOR_CUDAGRAPHS": "1"}, ("failed", "cuda_graph_capture")),
-    (["--warmup", "first", "--enable-torch-compile"], {}, ("failed", "cuda_graph_capture")),
-])
+@pytest.mark.parametrize(
+    ("extra", "env", "outcome"),
+    [
+        (["--warmup", "every"], {}, ("ready", None)),
+        (
+            ["--warmup", "every", "--enable-torch-compile"],
+            {"TORCHINDUCTOR_CUDAGRAPHS": "1"},
+            ("failed", "cuda_graph_capture"),
+        ),
+        (["--warmup", "first", "--enable-torch-compile"], {}, ("failed", "cuda_graph_capture")),
+    ],
+)
 def test_gpu_capture(runs, extra, env, outcome):
-    r = runs.one({"command": refserver("--cuda-graph-max-bs", "8", *extra), "env": env, "timeout": "240s", "grace": "10s"})
+    r = runs.one(
+        {"command": refserver("--cuda-graph-max-bs", "8", *extra), "env": env, "timeout": "240s", "grace": "10s"}
+    )
     assert (r.outcome, r.failure_class) == outcome, r.evidence
     if outcome[0] == "ready":
         assert r.phase == "warm-up"

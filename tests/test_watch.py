@@ -118,3 +118,16 @@ def test_cancel_is_final():
     w = Watch(ReadyRule(), deadline=10)
     w.stop(Outcome.CANCELLED, "interrupted", 1.0)
     assert feed(w, "The server is fired up and ready to roll!\n").outcome is Outcome.CANCELLED
+
+
+def test_traceback_source_lines_do_not_decide():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(
+        w,
+        '  File "server.py", line 216, in capture_or_explain\n'
+        '    raise Exception(f"Capture cuda graph failed: {exc}") from exc\n'
+        '(EngineCore_0 pid=1) ERROR 06-03 11:02:33 [core.py:700]     raise RuntimeError("CUDA out of memory")\n'
+        "Exception: Capture cuda graph failed: CUDA error: operation not permitted when stream is capturing\n",
+    )
+    assert d.evidence.line_no == 4
+    assert d.secondary_classes == ()

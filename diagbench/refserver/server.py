@@ -12,8 +12,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -74,8 +75,10 @@ class Engine:
         pool = torch.cuda.graph_pool_handle()
         stream = torch.cuda.Stream(self.device)
         for done, bs in enumerate(reversed(sizes)):
-            sys.stderr.write(f"\rCapturing batches (bs={bs} avail_mem={avail_gb(self.device):.2f} GB): "
-                             f"{100 * done // len(sizes):3d}%|")
+            sys.stderr.write(
+                f"\rCapturing batches (bs={bs} avail_mem={avail_gb(self.device):.2f} GB): "
+                f"{100 * done // len(sizes):3d}%|"
+            )
             sys.stderr.flush()
             if warmup == "every":
                 self.warm(bs)
@@ -85,8 +88,10 @@ class Engine:
             self.graphs[bs] = (graph, out)
         torch.cuda.synchronize(self.device)
         sys.stderr.write("\n")
-        log(f"Capture cuda graph end. Time elapsed: {time.perf_counter() - start:.2f} s. "
-            f"avail mem={avail_gb(self.device):.2f} GB.")
+        log(
+            f"Capture cuda graph end. Time elapsed: {time.perf_counter() - start:.2f} s. "
+            f"avail mem={avail_gb(self.device):.2f} GB."
+        )
 
     def step(self, tokens: list[int], positions: list[int]) -> list[int]:
         n = len(tokens)
@@ -118,13 +123,13 @@ class Engine:
 
 def make_handler(engine: Engine, ready: threading.Event) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        def do_GET(self) -> None:
             if self.path in ("/health", "/health_generate"):
                 self._reply(200 if ready.is_set() else 503, {"ready": ready.is_set()})
             else:
                 self._reply(404, {"error": "not found"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             if self.path != "/generate":
                 self._reply(404, {"error": "not found"})
                 return
@@ -159,8 +164,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--torch-compile-max-bs", type=int, default=32)
     p.add_argument("--cuda-graph-max-bs", type=int, default=32)
     p.add_argument("--disable-cuda-graph", action="store_true")
-    p.add_argument("--warmup", choices=("every", "first", "none"), default="every",
-                   help="warm up every batch size before its capture, only the smallest, or none")
+    p.add_argument(
+        "--warmup",
+        choices=("every", "first", "none"),
+        default="every",
+        help="warm up every batch size before its capture, only the smallest, or none",
+    )
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=8)
@@ -171,8 +180,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def build(args: argparse.Namespace) -> tuple[Engine, torch.device]:
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                          ("cpu" if args.device == "auto" else args.device))
+    device = torch.device(
+        "cuda"
+        if args.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if args.device == "auto" else args.device)
+    )
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     triton_version = getattr(kernel.triton, "__version__", None)
@@ -188,13 +200,17 @@ def build(args: argparse.Namespace) -> tuple[Engine, torch.device]:
     max_bs = max(args.cuda_graph_max_bs, 1)
     model = TinyDecoder(args.vocab, args.hidden, args.layers, args.heads, args.context, max_bs, custom)
     model = model.to(device=device, dtype=dtype).eval()
-    log(f"Load weight end. type=TinyDecoder, dtype={dtype}, avail mem={avail_gb(device):.2f} GB, "
-        f"mem usage={before - avail_gb(device):.2f} GB.")
+    log(
+        f"Load weight end. type=TinyDecoder, dtype={dtype}, avail mem={avail_gb(device):.2f} GB, "
+        f"mem usage={before - avail_gb(device):.2f} GB."
+    )
     forward: Callable[..., torch.Tensor] = model
     if args.enable_torch_compile:
         graphs = os.environ.get("TORCHINDUCTOR_CUDAGRAPHS", "unset")
-        log(f"refserver: torch.compile enabled (mode=default, dynamic=False, max bs {args.torch_compile_max_bs}); "
-            f"TORCHINDUCTOR_CUDAGRAPHS={graphs}")
+        log(
+            f"refserver: torch.compile enabled (mode=default, dynamic=False, max bs {args.torch_compile_max_bs}); "
+            f"TORCHINDUCTOR_CUDAGRAPHS={graphs}"
+        )
         compiled = torch.compile(model, dynamic=False)
         limit = args.torch_compile_max_bs
 
@@ -224,9 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     httpd = ThreadingHTTPServer((args.host, args.port), make_handler(engine, ready))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     log(f"refserver: serving on http://{args.host}:{httpd.server_address[1]}")
-    request = urllib.request.Request(f"http://{args.host}:{httpd.server_address[1]}/generate", method="POST",
-                                     data=json.dumps({"text": "warm up", "max_new_tokens": 4}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://{args.host}:{httpd.server_address[1]}/generate",
+        method="POST",
+        data=json.dumps({"text": "warm up", "max_new_tokens": 4}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         tokens = json.loads(response.read())["output_ids"]
     log(f"refserver: warm-up request POST /generate -> {response.status} ({len(tokens)} tokens)")
