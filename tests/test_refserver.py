@@ -49,7 +49,7 @@ def test_generate_endpoint_runs_the_model():
             {"TORCHINDUCTOR_CUDAGRAPHS": "1"},
             ("failed", "cuda_graph_capture"),
         ),
-        (["--warmup", "first", "--enable-torch-compile"], {}, ("failed", "cuda_graph_capture")),
+        (["--warmup", "first"], {"REFSERVER_TRITON_KERNEL": "1"}, ("failed", "cuda_graph_capture")),
     ],
 )
 def test_gpu_capture(runs, extra, env, outcome):
