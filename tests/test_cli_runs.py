@@ -193,3 +193,22 @@ def test_plan_lists_every_cell_with_argv_and_env(tmp_path):
     assert proc.stdout.count("    argv: ") == 6
     assert "env:  SGLANG_SM120_MMA_FLASHMLA=0  unset TORCHINDUCTOR_CUDAGRAPHS" in proc.stdout
     assert "decides: kernel-is-blocker" in proc.stdout
+
+
+def test_the_committed_gpu_evidence_run_reads_back():
+    run = ROOT / "runs" / "refserver-capture-h200"
+    proc = diagbench("report", str(run), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["complete"] and data["hypotheses_sha256_matches"]
+    outcomes = {a["outcome"] + (":" + a["failure_class"] if a["failure_class"] else "") for a in data["attempts"]}
+    assert outcomes == {"ready", "failed:cuda_graph_capture"}
+    assert all(v["verdict"] != "inconclusive" for v in data["verdicts"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["provenance"]["gpus"][0]["name"] == "NVIDIA H200"
+
+
+@pytest.mark.parametrize("spec", sorted((ROOT / "experiments").glob("*.yaml")))
+def test_every_shipped_experiment_plans(spec):
+    proc = diagbench("plan", str(spec))
+    assert proc.returncode == 0, proc.stderr
