@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from conftest import fake_command, write_spec  # noqa: E402
 from diagbench.classify import classify_file  # noqa: E402
-from diagbench.runner import execute  # noqa: E402
+from diagbench.runner import RunOptions, execute  # noqa: E402
 from diagbench.scan import hyperscan  # noqa: E402
 from diagbench.signatures import builtin_packs, expand, load_packs  # noqa: E402
 from diagbench.spec import load_spec  # noqa: E402
@@ -41,7 +41,7 @@ def pct(values: list[float], p: float) -> float:
 def run_spec(folder: Path, server: dict, matrix: dict | None = None, repeat: int = 1):
     folder.mkdir(parents=True, exist_ok=True)
     spec = load_spec(write_spec(folder, server, matrix))
-    return execute(spec, folder / "runs", None, [], repeat, 1, lambda *a: None, lambda *a: None)
+    return execute(spec, RunOptions(folder / "runs", repeat=repeat), lambda *a: None, lambda *a: None)
 
 
 def bench_latency(n: int) -> None:

@@ -72,11 +72,12 @@ def run(
     parallel: Annotated[int, typer.Option(min=1, help="cells launched at once")] = 1,
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
+    resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.live import Progress
     from diagbench.report import render_junit, render_markdown, render_table
-    from diagbench.runner import execute
+    from diagbench.runner import RunOptions, execute
     from diagbench.spec import load_spec
     from diagbench.store import load_run
     from diagbench.view import exit_code, view_of
@@ -84,12 +85,9 @@ def run(
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
     progress = Progress(out)
+    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
     try:
-        result = guarded(
-            lambda: execute(
-                loaded_spec, runs_dir, run_id, only or [], repeat, parallel, progress.event, progress.opened
-            )
-        )
+        result = guarded(lambda: execute(loaded_spec, options, progress.event, progress.opened))
     finally:
         progress.close()
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))

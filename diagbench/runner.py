@@ -14,13 +14,23 @@ from typing import Any
 
 from diagbench import gpu, provenance
 from diagbench.attempt import PlannedAttempt, run_attempt
+from diagbench.errors import UserError
 from diagbench.hypotheses import Verdict, Violation, check_expectations, hypotheses_sha256, judge
 from diagbench.matrix import Cell, parse_only, select_cells
 from diagbench.outcomes import Outcome
 from diagbench.records import AttemptRecord
 from diagbench.scan import Scanner
 from diagbench.spec import Spec
-from diagbench.store import MANIFEST_VERSION, REDACTED, RunDir, new_run_id, open_run, redact, redact_argv
+from diagbench.store import (
+    MANIFEST_VERSION,
+    REDACTED,
+    RunDir,
+    load_run,
+    new_run_id,
+    open_run,
+    redact,
+    redact_argv,
+)
 
 EventCallback = Callable[[str, PlannedAttempt, Any], None]  # kind: start | phase | done
 
@@ -191,29 +201,61 @@ def _cancelled(item: PlannedAttempt, reason: str) -> AttemptRecord:
     )
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """What `diagbench run` was asked for, beyond the spec."""
+
+    runs_dir: Path = Path("runs")
+    run_id: str | None = None
+    only: tuple[str, ...] = ()
+    repeat: int = 1
+    parallel: int = 1
+    resume: Path | None = None  # an interrupted run directory to finish
+
+
 def execute(
     spec: Spec,
-    runs_dir: Path,
-    run_id: str | None,
-    only: Sequence[str],
-    repeat: int,
-    parallel: int,
+    options: RunOptions,
     on_event: EventCallback,
     on_open: Callable[[RunDir, list[PlannedAttempt]], None],
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
-    cells = select_cells(spec.cells, parse_only(only, spec.axes))
-    planned = plan_attempts(cells, repeat)
-    run_dir = open_run(runs_dir, run_id or new_run_id(spec.name))
-    options = {"only": list(only), "repeat": repeat, "parallel": parallel}
-    run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, options))
+    if options.resume is not None:
+        run_dir, planned, done = reopen_run(spec, options.resume)
+    else:
+        planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
+        run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
+        settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
+        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings))
     on_open(run_dir, planned)
+    finished = {r.attempt for r in done}
     cancel = Cancel()
     try:
-        result = run_attempts(spec, planned, run_dir, parallel, on_event, cancel)
+        todo = [p for p in planned if p.name not in finished]
+        result = run_attempts(spec, todo, run_dir, options.parallel, on_event, cancel)
     finally:
         cancel.close()
+    order = {p.name: i for i, p in enumerate(planned)}
+    result.records = sorted([*done, *result.records], key=lambda r: order.get(r.attempt, 0))
     cell_rows = [{"cell_id": c.id, "params": dict(c.params)} for c in spec.cells]
     result.verdicts, result.violations = judge_run(spec.hypotheses, spec.expectations, cell_rows, result.records)
     run_dir.write_verdicts([v.to_json() for v in result.verdicts])
     return result
+
+
+def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:
+    """An interrupted run to finish: same spec (by hash), its plan, and what already ended."""
+    loaded = load_run(path)
+    if loaded.manifest.get("spec_sha256") != spec.sha256:
+        raise UserError(
+            f"{path}: the spec changed since this run started (its sha256 differs); "
+            "resume with the spec it was started with, or start a new run"
+        )
+    cells = {c.id: c for c in spec.cells}
+    planned = [
+        PlannedAttempt(cells[a["cell_id"]], int(a["repeat"]))
+        for a in loaded.manifest.get("attempts", [])
+        if a.get("cell_id") in cells
+    ]
+    done = [r for r in loaded.records if r.outcome != Outcome.CANCELLED.value]
+    return RunDir(loaded.path), planned, done

@@ -11,7 +11,7 @@ import yaml
 
 from diagbench.process import sweep_tagged
 from diagbench.records import AttemptRecord
-from diagbench.runner import RunResult, execute
+from diagbench.runner import RunOptions, RunResult, execute
 from diagbench.spec import load_spec
 
 FAKE = Path(__file__).parent / "fakeserver.py"
@@ -60,16 +60,15 @@ class Runs:
 
     def run(self, spec_path: Path, **kw: Any) -> RunResult:
         spec = load_spec(spec_path)
-        result = execute(
-            spec,
+        options = RunOptions(
             self.folder / "runs",
             kw.pop("run_id", None),
-            kw.pop("only", []),
+            tuple(kw.pop("only", ())),
             kw.pop("repeat", 1),
             kw.pop("parallel", 1),
-            self._event,
-            lambda run_dir, planned: None,
+            kw.pop("resume", None),
         )
+        result = execute(spec, options, self._event, lambda run_dir, planned: None)
         self.last = result
         return result
 

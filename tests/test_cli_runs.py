@@ -212,3 +212,28 @@ def test_the_committed_gpu_evidence_run_reads_back():
 def test_every_shipped_experiment_plans(spec):
     proc = diagbench("plan", str(spec))
     assert proc.returncode == 0, proc.stderr
+
+
+def test_resume_finishes_only_what_did_not_end(tmp_path):
+    from conftest import write_spec
+
+    spec = write_spec(
+        tmp_path,
+        {"command": fake_command(f"out={READY}", "hang")},
+        matrix={"n": {"env": "N", "values": ["1", "2", "3"]}},
+    )
+    assert diagbench("run", str(spec), "--runs-dir", str(tmp_path / "runs")).returncode == 0
+    run = (tmp_path / "runs" / "latest").resolve()
+    results = sorted(run.glob("cells/*/result.json"))
+    first = results[0].read_text()
+    (results[1]).unlink()  # as if diagbench was killed before the second attempt ended
+    cancelled = json.loads(results[2].read_text()) | {"outcome": "cancelled"}
+    results[2].write_text(json.dumps(cancelled))
+    proc = diagbench("run", str(spec), "--resume", str(run))
+    assert proc.returncode == 0, proc.stderr
+    assert results[0].read_text() == first  # not launched again
+    assert [json.loads(p.read_text())["outcome"] for p in sorted(run.glob("cells/*/result.json"))] == ["ready"] * 3
+    spec.write_text(spec.read_text() + "\ndescription: changed\n")
+    refused = diagbench("run", str(spec), "--resume", str(run))
+    assert refused.returncode == 2
+    assert "the spec changed since this run started" in refused.stderr
