@@ -73,7 +73,8 @@ class Progress:
 
     def _table(self) -> Table:
         table = Table(expand=False)
-        for column in ("cell", "#", "phase", "elapsed", "outcome"):
+        axes = list(next(iter(self.rows.values()))["params"]) if self.rows else []
+        for column in (*axes, "#", "phase", "elapsed", "outcome"):
             table.add_column(column)
         now = time.monotonic()
         with self.lock:
@@ -81,7 +82,11 @@ class Progress:
                 start, end = row["start"], row["end"]
                 elapsed = f"{(end or now) - start:5.1f}s" if start else ""
                 table.add_row(
-                    row["cell"], str(row["repeat"]), row["phase"], elapsed, Text(row["outcome"], style=row["style"])
+                    *row["params"].values(),
+                    str(row["repeat"]),
+                    row["phase"],
+                    elapsed,
+                    Text(row["outcome"], style=row["style"]),
                 )
         return table
 

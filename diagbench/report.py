@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -24,6 +25,7 @@ OUTCOME_STYLE = {
 }
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
 LINE_CHARS = 110
+_STAMP = re.compile(r"^(L\d+: )\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
 
 
 def outcome_text(record: AttemptRecord) -> str:
@@ -51,17 +53,19 @@ def _verdict_line(v: Verdict) -> str:
 
 
 def render_table(view: RunView) -> RenderableType:
+    """Terminal tables: one column per matrix axis, so a cell reads across its factors."""
+    axes = list(view.records[0].params) if view.records else []
     cells = Table(title=f"{view.spec_name}: outcomes", title_justify="left", expand=False)
-    for column in ("cell", "#", "outcome", "phase", "time", "deciding line"):
+    for column in (*axes, "#", "outcome", "phase", "time", "deciding line"):
         cells.add_column(column, overflow="fold")
     for r in view.records:
         cells.add_row(
-            r.cell_id,
+            *(r.params.get(axis, "") for axis in axes),
             str(r.repeat),
             Text(outcome_text(r), style=OUTCOME_STYLE.get(r.outcome, "")),
             r.phase or "",
             f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "",
-            deciding_line(r),
+            _STAMP.sub(r"\1", deciding_line(r), count=1),
         )
     parts: list[RenderableType] = [cells]
     if view.verdicts:
