@@ -25,6 +25,7 @@ from diagbench.watch import Decision, ReadyRule, Watch
 
 READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
+PROVISIONAL_MAX = 1 << 16  # longer unfinished lines wait for their ending (no quadratic rescans)
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,22 @@ class _Reader:
                 self._lines(self.splitter.flush())
                 return
             if not data:
+                self._provisional()
                 return
             self.bytes += len(data)
             _write_all(self.log_fd, data)
             if self.watch.decision is None:
                 self._lines(self.splitter.feed(data))
+        self._provisional()
+
+    def _provisional(self) -> None:
+        """A last line with no line ending yet (`print("ready", end="")`, then silence) is
+        scanned as it stands; when its ending arrives it is scanned again, as the same line."""
+        pending = self.splitter.pending
+        if pending and len(pending) <= PROVISIONAL_MAX and self.watch.decision is None:
+            hits = self.scanner.scan(pending + b"\n", self.line_no + 1)
+            if hits:
+                self.watch.feed(hits, self.line_no, time.monotonic())
 
     def _lines(self, buf: bytes) -> None:
         if not buf:
@@ -136,7 +148,7 @@ def run_attempt(
         http=server.ready_http is not None,
         http_path=server.ready_http or "",
     )
-    watch = Watch(rule, deadline, server.timeout)
+    watch = Watch(rule, deadline, server.timeout, settle_s=server.settle)
     log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:

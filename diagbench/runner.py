@@ -220,6 +220,10 @@ def execute(
     on_open: Callable[[RunDir, list[PlannedAttempt]], None],
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
+    if options.parallel > 1 and spec.server.port is not None:
+        raise UserError(
+            f"--parallel {options.parallel} needs server.port: auto (cells cannot share port {spec.server.port})"
+        )
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
     else:

@@ -13,13 +13,26 @@ from diagbench.errors import SpecError
 from diagbench.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.matrix import Axis, Cell, expand_matrix, parse_axes
 from diagbench.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
+from diagbench.watch import SETTLE_S
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
 _TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses")
-_SERVER_KEYS = ("command", "shell", "env", "cwd", "port", "ready", "signatures", "failures", "timeout", "grace")
+_SERVER_KEYS = (
+    "command",
+    "shell",
+    "env",
+    "cwd",
+    "port",
+    "ready",
+    "signatures",
+    "failures",
+    "timeout",
+    "grace",
+    "settle",
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,7 @@ class ServerSpec:
     signatures: tuple[Signature, ...]  # packs + the spec's own failures (+ ready.log)
     timeout: float
     grace: float
+    settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,7 @@ class Spec:
                 "signatures": list(s.packs),
                 "timeout_s": s.timeout,
                 "grace_s": s.grace,
+                "settle_s": s.settle,
             },
             "matrix": {
                 a.name: {
@@ -136,6 +151,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         signatures=tuple(signatures),
         timeout=keys["timeout"].duration() if "timeout" in keys else DEFAULT_TIMEOUT_S,
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
+        settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
     )
 
 

@@ -330,3 +330,27 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
     assert outcomes == ["cancelled", "cancelled", "cancelled"]
     assert sweep_tagged(run_dir.name) == []
     assert b"Traceback" not in output
+
+
+def test_ready_line_without_a_line_ending_then_silence(runs):
+    r = runs.one({"command": fake_command("out=Load weight begin.", f"raw={READY}", "hang")})
+    assert r.outcome == "ready"
+    assert r.evidence == {"line_no": 2, "text": READY}
+    assert r.time_to_outcome_s < FAST
+
+
+def test_settle_window_is_configurable(runs):
+    r = runs.one({"command": fake_command("err=torch.OutOfMemoryError: CUDA out of memory.", "hang"), "settle": "1s"})
+    assert (r.outcome, r.failure_class) == ("failed", "oom")
+    assert 1.0 <= r.time_to_outcome_s < FAST
+
+
+def test_parallel_with_a_fixed_port_is_refused(runs, tmp_path):
+    from conftest import write_spec
+    from diagbench.errors import UserError
+
+    spec = write_spec(
+        tmp_path, {"command": fake_command("hang"), "port": 8000}, matrix={"n": {"env": "N", "values": ["1", "2"]}}
+    )
+    with pytest.raises(UserError, match=r"--parallel 2 needs server\.port: auto"):
+        runs.run(spec, parallel=2)
