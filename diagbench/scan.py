@@ -17,11 +17,19 @@ import contextlib
 import hashlib
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagbench.signatures import Kind, Signature, expand
+
+if sys.version_info >= (3, 11):
+    from re import _constants as _sre
+    from re import _parser as _sre_parser
+else:  # Python 3.10
+    import sre_constants as _sre
+    import sre_parse as _sre_parser
 
 try:  # the fast engine is an optional extra: diagbench[fast]
     import hyperscan
@@ -73,6 +81,62 @@ class _ReEngine:
             found.extend((start, i) for i, rx in self.indexed if rx.search(line))
             pos = end + 1
         return found
+
+
+class _LiteralEngine:
+    """For the `re` path: lines holding a literal that every match must contain, found with
+    bytes.find (C speed). The caller confirms each line with the full pattern."""
+
+    def __init__(self, indexed: Sequence[tuple[int, list[bytes]]]):
+        self.by_literal: dict[bytes, list[int]] = {}
+        for index, literals in indexed:
+            for literal in literals:
+                self.by_literal.setdefault(literal, []).append(index)
+
+    def __call__(self, buf: bytes) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        for literal, indexes in self.by_literal.items():
+            pos = buf.find(literal)
+            while pos >= 0:
+                found.extend((pos, i) for i in indexes)
+                end = buf.find(b"\n", pos)
+                pos = buf.find(literal, end + 1) if end >= 0 else -1
+        return found
+
+
+def required_literals(pattern: str) -> list[bytes] | None:
+    """Byte strings at least one of which every match contains, or None if none is found."""
+    try:
+        parsed = _sre_parser.parse(pattern)
+    except re.error:
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    return _alternatives(list(parsed))  # type: ignore[call-overload]  # SubPattern is a sequence at run time
+
+
+def _alternatives(items: list[tuple[object, object]]) -> list[bytes] | None:
+    best: list[bytes] | None = None
+
+    def consider(candidate: list[bytes] | None) -> None:
+        nonlocal best
+        if candidate and (best is None or min(map(len, candidate)) > min(map(len, best))):
+            best = candidate
+
+    run = bytearray()
+    for op, av in items:
+        if op is _sre.LITERAL and isinstance(av, int) and av < 128:
+            run.append(av)
+            continue
+        consider([bytes(run)] if run else None)
+        run = bytearray()
+        if op is _sre.BRANCH:
+            branches = [_alternatives(list(b)) for b in av[1]]  # type: ignore[index]
+            consider(None if any(b is None for b in branches) else [x for b in branches if b for x in b])
+        elif op is _sre.SUBPATTERN:
+            consider(_alternatives(list(av[-1])))  # type: ignore[index]
+    consider([bytes(run)] if run else None)
+    return best if best is not None and min(map(len, best)) >= 3 else None
 
 
 class _HyperscanEngine:
@@ -138,53 +202,85 @@ def _hyperscan_split(indexed: list[tuple[int, bytes]]) -> tuple[_HyperscanEngine
     return (_HyperscanEngine(fast) if fast else None), slow
 
 
+PHASE_BLOCK = 1 << 16  # phase lines are looked for backwards, a block at a time
+
+
+def _build_engines(signatures: list[tuple[int, Signature]], engine: str) -> tuple[list[Candidates], str]:
+    engines: list[Candidates] = []
+    name = "re"
+    indexed = [(i, _plain(s.pattern)) for i, s in signatures]
+    if engine != "re" and hyperscan is not None and indexed:
+        fast, indexed = _hyperscan_split(indexed)
+        if fast is not None:
+            engines.append(fast)
+            name = "hyperscan" if not indexed else "hyperscan+re"
+    literals = {i: required_literals(expand(s.pattern)) for i, s in signatures}
+    with_literal = [(i, lits) for i, _ in indexed if (lits := literals[i])]
+    if with_literal:
+        engines.append(_LiteralEngine(with_literal))
+    if rest := [(i, p) for i, p in indexed if not literals[i]]:
+        engines.append(_ReEngine(rest))
+    return engines, name
+
+
 class Scanner:
-    """Finds signature hits in buffers of complete lines."""
+    """Finds signature hits in buffers of complete lines.
+
+    Ready and failure lines are rare and every one is found. Phase lines are frequent
+    (progress bars, autotune chatter) and only the last one before each ready or failure
+    line, and the last one in the buffer, can matter; so they have their own engine, run
+    backwards over the buffer a block at a time until it finds one: on a busy log that is
+    one 64 KB block per buffer instead of a callback per progress line.
+    """
 
     def __init__(self, signatures: Sequence[Signature], engine: str = "auto"):
         self.signatures = list(signatures)
         # on one line, phases first: a progress bar joined to a traceback still sets the phase
         self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
         required = {s.requires for s in self.signatures if s.requires}
-        # phase lines only matter as the last one before a ready or failure line, except
-        # those another signature `requires` (vLLM's route list): every one of those counts
-        self._collapsible = [s.kind is Kind.PHASE and s.id not in required for s in self.signatures]
-        indexed = [(i, _plain(s.pattern)) for i, s in enumerate(self.signatures)]
-        self.engine_name = "re"
-        self.engines: list[Candidates] = []
-        if engine != "re" and hyperscan is not None and indexed:
-            fast, indexed = _hyperscan_split(indexed)
-            if fast is not None:
-                self.engines.append(fast)
-                self.engine_name = "hyperscan" if not indexed else "hyperscan+re"
-        if indexed:
-            self.engines.append(_ReEngine(indexed))
+        # those another signature `requires` (vLLM's route list) are looked for like failures
+        collapsible = [s.kind is Kind.PHASE and s.id not in required for s in self.signatures]
+        indexed = list(enumerate(self.signatures))
+        self._decisive, self.engine_name = _build_engines([x for x in indexed if not collapsible[x[0]]], engine)
+        self._phases, phase_engine = _build_engines([x for x in indexed if collapsible[x[0]]], engine)
+        if self.engine_name == "re" and not self._decisive:
+            self.engine_name = phase_engine
 
     def scan(self, buf: bytes, first_line_no: int) -> list[Hit]:
         """Hits in `buf` (whole lines, b"\\n"-terminated), in line order."""
         candidates: list[tuple[int, int]] = []
-        for engine in self.engines:
+        for engine in self._decisive:
             candidates += engine(buf)
-        candidates.sort()
         kept: list[tuple[int, int, int]] = []  # line start, kind rank, signature
-        phases: list[tuple[int, int]] = []
-        for pos, index in candidates:
-            if self._collapsible[index]:
-                phases.append((pos, index))
-                continue
-            self._keep_last_phase(buf, phases, kept)
-            kept.append((buf.rfind(b"\n", 0, pos) + 1, self._rank[index], index))
-        self._keep_last_phase(buf, phases, kept)
+        floor = 0
+        for pos, index in sorted(candidates):
+            start = buf.rfind(b"\n", 0, pos) + 1
+            if not self.signatures[index].compiled.search(buf[start : _line_end(buf, start)]):
+                continue  # a literal or a cross-line candidate that the line itself does not match
+            if start >= floor:  # the last phase line up to and including this line
+                end = _line_end(buf, start)
+                kept += self._last_phase(buf, floor, end)
+                floor = end + 1
+            kept.append((start, self._rank[index], index))
+        kept += self._last_phase(buf, floor, len(buf))
         return self._confirm(buf, first_line_no, sorted(set(kept)))
 
-    def _keep_last_phase(self, buf: bytes, phases: list[tuple[int, int]], kept: list[tuple[int, int, int]]) -> None:
-        """Of a run of phase candidates, keep the last one that really matches its line."""
-        for pos, index in reversed(phases):
-            start = buf.rfind(b"\n", 0, pos) + 1
-            if self.signatures[index].compiled.search(buf[start : _line_end(buf, start)]):
-                kept.append((start, self._rank[index], index))
-                break
-        phases.clear()
+    def _last_phase(self, buf: bytes, floor: int, top: int) -> list[tuple[int, int, int]]:
+        """The last line in buf[floor:top] (whole lines) that a phase signature matches."""
+        if not self._phases:
+            return []
+        while top > floor:
+            low = max(floor, buf.rfind(b"\n", floor, max(floor, top - PHASE_BLOCK)) + 1)
+            block = buf[low:top]
+            found: list[tuple[int, int]] = []
+            for engine in self._phases:
+                found += engine(block)
+            for pos, index in sorted(found, reverse=True):
+                start = block.rfind(b"\n", 0, pos) + 1
+                if self.signatures[index].compiled.search(block[start : _line_end(block, start)]):
+                    return [(low + start, self._rank[index], index)]
+            top = low
+        return []
 
     def _confirm(self, buf: bytes, first_line_no: int, kept: list[tuple[int, int, int]]) -> list[Hit]:
         hits: list[Hit] = []

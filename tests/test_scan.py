@@ -98,3 +98,23 @@ def test_required_phase_survives_other_phases_after_it():
         "vllm.starting_server",
         "vllm.uvicorn_ready",
     ]
+
+
+def test_last_phase_before_each_decisive_line_is_kept():
+    scanner = Scanner(SIGS)
+    filler = b"".join(b"Capturing batches (bs=%d avail_mem=1 GB)\n" % (i % 7) for i in range(5000))
+    text = (
+        filler
+        + b"Capture cuda graph begin. avail mem=1 GB\nScheduler hit an exception: Traceback\n"
+        + filler
+        + b"AUTOTUNE addmm(1x2, 2x3, 3x4)\n"
+        + b"plain\n" * 3
+    )
+    got = [(h.signature.id, h.line_no) for h in scanner.scan(text, 1)]
+    assert got == [("sglang.capture_begin", 5001), ("sglang.scheduler_exception", 5002), ("triton.autotune", 10003)]
+
+
+def test_phase_on_the_failure_line_itself_counts():
+    scanner = Scanner(SIGS)
+    text = b"noise\nCapturing batches (bs=8 avail_mem=1 GB): 10%|Scheduler hit an exception: Traceback\n"
+    assert [h.signature.id for h in scanner.scan(text, 1)] == ["sglang.capturing_batch", "sglang.scheduler_exception"]
