@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 from conftest import fake_command, write_spec  # noqa: E402
 from diagbench.classify import classify_file  # noqa: E402
 from diagbench.runner import RunOptions, execute  # noqa: E402
-from diagbench.scan import hyperscan  # noqa: E402
+from diagbench.scan import hyperscan, required_literals  # noqa: E402
 from diagbench.signatures import builtin_packs, expand, load_packs  # noqa: E402
 from diagbench.spec import load_spec  # noqa: E402
 from genlog import generate  # noqa: E402
@@ -134,6 +134,11 @@ def bench_scan(megabytes: int) -> None:
         rows = []
         t = _best(lambda: subprocess.run(["grep", "-E", "-c", "-f", str(patterns), str(log)], capture_output=True))
         rows.append(("GNU grep -E -f (same patterns)", size / t))
+        literals = Path(tmp) / "literals"
+        cores = {lit for s in sigs for lit in (required_literals(expand(s.pattern)) or [])}
+        literals.write_bytes(b"\n".join(sorted(cores)) + b"\n")
+        t = _best(lambda: subprocess.run(["grep", "-F", "-c", "-f", str(literals), str(log)], capture_output=True))
+        rows.append((f"GNU grep -F -f ({len(cores)} literal cores)", size / t))
         engines = (["auto"] if hyperscan is not None else []) + ["re"]
         for engine in engines:
             result = None

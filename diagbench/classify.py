@@ -53,13 +53,9 @@ def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "au
     with handle:
         while watch.decision is None and (data := handle.read(CHUNK)):
             size += len(data)
-            buf = splitter.feed(data)
-            watch.feed(scanner.scan(buf, line_no + 1), line_no + buf.count(b"\n"), 0.0)
-            line_no += buf.count(b"\n")
+            line_no = _feed(watch, scanner, splitter.feed(data), line_no)
         if watch.decision is None:
-            buf = splitter.flush()
-            watch.feed(scanner.scan(buf, line_no + 1), line_no + buf.count(b"\n"), 0.0)
-            line_no += buf.count(b"\n")
+            line_no = _feed(watch, scanner, splitter.flush(), line_no)
             watch.end_of_log(0.0)
     d = watch.decision
     if d is None:
@@ -76,6 +72,13 @@ def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "au
         line_no,
         size,
     )
+
+
+def _feed(watch: Watch, scanner: Scanner, buf: bytes, line_no: int) -> int:
+    """Scan a buffer of whole lines into the watch; returns the new last line number."""
+    last = line_no + buf.count(b"\n")
+    watch.feed(scanner.scan(buf, line_no + 1), last, 0.0)
+    return last
 
 
 def context(path: Path, line_no: int, around: int = 3) -> list[tuple[int, str]]:
