@@ -25,6 +25,8 @@ from diagbench.watch import Decision, ReadyRule, Watch
 
 READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
+EXIT_DRAIN_READS = 1024  # up to 64 MB left in the pipe at exit (a worker may still be writing)
+PROBE_JOIN_S = 5.0
 PROVISIONAL_MAX = 1 << 16  # longer unfinished lines wait for their ending (no quadratic rescans)
 
 
@@ -168,6 +170,8 @@ def run_attempt(
             teardown = stop_tree(proc, server.grace)
             _drain(reader)
             proc.close()
+            if probe:  # it may be inside a GET; it must not write to the pipe once closed
+                probe.join(PROBE_JOIN_S)
             for fd in (probe_r, probe_w):
                 os.close(fd)
     finally:
@@ -231,7 +235,7 @@ def _watch(
                 elif key.data == "exit":
                     sel.unregister(proc.exit_fd)  # type: ignore[arg-type]  # registered above
             if watch.decision is None and (code := proc.exit_code()) is not None:
-                reader.pump(reads=1 << 30)  # what it wrote before dying is already in the pipe
+                reader.pump(reads=EXIT_DRAIN_READS)  # what it wrote before dying is already in the pipe
                 watch.exited(code, time.monotonic())
             watch.tick(time.monotonic())
             if watch.phase != phase:

@@ -20,9 +20,11 @@ class HttpProbe(threading.Thread):
     interval starts at 50 ms and backs off to 500 ms. The client is injected for tests.
     """
 
-    def __init__(self, url: str, notify_fd: int, client: Callable[[], httpx.Client] = httpx.Client):
+    def __init__(self, url: str, notify_fd: int, client: Callable[[], httpx.Client] | None = None):
         super().__init__(name=f"probe {url}", daemon=True)
-        self.url, self.notify_fd, self.client = url, notify_fd, client
+        self.url, self.notify_fd = url, notify_fd
+        # a local probe must not go through the user's HTTP_PROXY
+        self.client = client or (lambda: httpx.Client(trust_env=False))
         self.stopped = threading.Event()
         self.last_error = ""
 
