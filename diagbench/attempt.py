@@ -8,7 +8,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -176,6 +176,7 @@ def run_attempt(
                 os.close(fd)
     finally:
         os.close(log_fd)
+    decision = _shell_could_not_start(decision) if server.shell else decision
     return AttemptRecord(
         **base,
         outcome=decision.outcome.value,
@@ -255,6 +256,16 @@ def _drain(reader: _Reader) -> None:
             if not sel.select(left):
                 return
             reader.pump()
+
+
+def _shell_could_not_start(decision: Decision) -> Decision:
+    """/bin/sh exits 127 (not found) or 126 (not executable) when it cannot start the
+    command: that is a launch error, not a server that crashed."""
+    words = {127: "command not found", 126: "command not executable"}
+    if decision.outcome is not Outcome.CRASHED or decision.exit_code not in words:
+        return decision
+    reason = f"/bin/sh could not start the command: {words[decision.exit_code]} (exit {decision.exit_code})"
+    return replace(decision, outcome=Outcome.LAUNCH_ERROR, reason=reason)
 
 
 def _launch_error(base: dict[str, Any], reason: str, t0: float) -> AttemptRecord:

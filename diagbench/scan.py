@@ -237,7 +237,7 @@ class Scanner:
         self.signatures = list(signatures)
         # on one line, phases first: a progress bar joined to a traceback still sets the phase
         self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
-        required = {s.requires for s in self.signatures if s.requires}
+        required = {r for s in self.signatures for r in s.requires}
         # those another signature `requires` (vLLM's route list) are looked for like failures
         collapsible = [s.kind is Kind.PHASE and s.id not in required for s in self.signatures]
         indexed = list(enumerate(self.signatures))

@@ -23,10 +23,11 @@ PREFIX = (
     r"(?:\[rank\d+\]:\s*"
     r"|\([A-Za-z_][\w]* pid=\d+(?:, ip=[\d.:]+)?\)\s*"
     r"|[\w.-]+-\d+\s+\|\s"
-    r"|\[\d{4}-\d\d-\d\d[ T][\d:.]+(?: [A-Z]{2}\d+)*\]\s*)*"
+    r"|\[\d{4}-\d\d-\d\d[ T][\d:.]+(?: [A-Z]{2}\d+)*\]\s*"
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] )*"  # vLLM's logger
 )
 DEFAULT_PRIORITY = 50
-_SIGNATURE_KEYS = ("id", "kind", "class", "pattern", "priority", "settles", "requires", "phase", "source")
+_SIGNATURE_KEYS = ("id", "kind", "class", "pattern", "priority", "settles", "weak", "requires", "phase", "source")
 
 
 class Kind(str, Enum):
@@ -45,7 +46,8 @@ class Signature:
     failure_class: str | None = None
     priority: int = DEFAULT_PRIORITY
     settles: bool = False  # this line ends the failure story: decide without waiting
-    requires: str | None = None  # ready only once this other signature has matched
+    weak: bool = False  # decides nothing live; names the failure only if the log ends undecided
+    requires: tuple[str, ...] = ()  # ready only once one of these other signatures has matched
     phase: str | None = None  # phase name, may use the pattern's named groups: "capture bs={bs}"
     pack: str = ""
     source: str = ""
@@ -115,7 +117,8 @@ def parse_signature(src: Src, pack: str) -> Signature:
         failure_class=failure_class,
         priority=keys["priority"].integer() if "priority" in keys else DEFAULT_PRIORITY,
         settles=keys["settles"].boolean() if "settles" in keys else False,
-        requires=keys["requires"].string() if "requires" in keys else None,
+        weak=keys["weak"].boolean() if "weak" in keys else False,
+        requires=tuple(r.string() for r in keys["requires"].items_or_one()) if "requires" in keys else (),
         phase=keys["phase"].string() if "phase" in keys else (None if kind is not Kind.PHASE else "running"),
         pack=pack,
         source=keys["source"].text() if "source" in keys else "",

@@ -91,6 +91,7 @@ class Watch:
         self._ready_hit: Hit | None = None
         self._http_ok = False
         self._window: _Window | None = None
+        self._weak: Hit | None = None  # the last line a weak signature matched
 
     # -- inputs ------------------------------------------------------------------------
 
@@ -120,8 +121,17 @@ class Watch:
             return self._decide_failure(now)
         exit_code, sig = (None, -code) if code is not None and code < 0 else (code, None)
         how = f"killed by {_signal_name(sig)}" if sig else f"exit code {exit_code}"
+        weak = self._weak
         return self._set(
-            Decision(Outcome.CRASHED, f"exited before ready ({how})", now, exit_code=exit_code, signal=sig)
+            Decision(
+                Outcome.CRASHED,
+                f"exited before ready ({how})",
+                now,
+                exit_code=exit_code,
+                signal=sig,
+                signature=weak.signature.id if weak else None,
+                evidence=Evidence.of(weak) if weak else None,
+            )
         )
 
     def tick(self, now: float) -> Decision | None:
@@ -142,7 +152,21 @@ class Watch:
         """The log is complete (offline classification): close an open window."""
         if self.decision:
             return self.decision
-        return self._decide_failure(now) if self._window else None
+        if self._window:
+            return self._decide_failure(now)
+        weak = self._weak
+        if weak is None:
+            return None
+        return self._set(
+            Decision(
+                Outcome.FAILED,
+                f"the log ends in an error ({weak.signature.id})",
+                now,
+                failure_class=weak.signature.failure_class,
+                signature=weak.signature.id,
+                evidence=Evidence.of(weak),
+            )
+        )
 
     def wakeup(self) -> float | None:
         """The next time `tick` has something to decide."""
@@ -163,8 +187,11 @@ class Watch:
             self.phase = hit.signature.phase_name(hit.match)
         elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
             requires = hit.signature.requires
-            if requires is None or requires in self._seen:
+            if not requires or any(r in self._seen for r in requires):
                 self._ready_hit = hit
+        elif kind is Kind.FAILURE and hit.signature.weak:
+            if not _ECHOED_SOURCE.match(hit.line):
+                self._weak = hit
         elif kind is Kind.FAILURE and not _ECHOED_SOURCE.match(hit.line):
             if self._window is None:
                 self._window = _Window(now + self.settle_s, hit.line_no + self.settle_lines)

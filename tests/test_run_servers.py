@@ -354,3 +354,17 @@ def test_parallel_with_a_fixed_port_is_refused(runs, tmp_path):
     )
     with pytest.raises(UserError, match=r"--parallel 2 needs server\.port: auto"):
         runs.run(spec, parallel=2)
+
+
+def test_shell_command_not_found_is_a_launch_error(runs):
+    r = runs.one({"command": "no-such-server-xyz --port {port}", "shell": True})
+    assert (r.outcome, r.exit_code) == ("launch_error", 127)
+    assert r.reason == "/bin/sh could not start the command: command not found (exit 127)"
+
+
+def test_non_executable_server_is_a_launch_error(runs, tmp_path):
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    r = runs.one({"command": [str(script)]})
+    assert r.outcome == "launch_error"
+    assert "is not executable" in r.reason

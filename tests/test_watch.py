@@ -131,3 +131,22 @@ def test_traceback_source_lines_do_not_decide():
     )
     assert d.evidence.line_no == 4
     assert d.secondary_classes == ()
+
+
+def test_weak_lines_never_decide_live_but_name_an_undecided_end():
+    w = Watch(ReadyRule(), deadline=10)
+    assert feed(w, "Traceback (most recent call last):\nKeyError: 'rope_scaling'\n") is None
+    assert w.tick(5.0) is None  # no settle window opened
+    d = w.exited(1, 6.0)
+    assert (d.outcome, d.exit_code, d.signature) == (Outcome.CRASHED, 1, "generic.uncaught_exception")
+    assert d.evidence.text == "KeyError: 'rope_scaling'"
+    offline = Watch(ReadyRule(), deadline=None)
+    feed(offline, "ValueError: bad max_model_len\nstill running\n")
+    d = offline.end_of_log(0.0)
+    assert (d.outcome, d.failure_class, d.evidence.line_no) == (Outcome.FAILED, "other", 1)
+
+
+def test_a_handled_traceback_does_not_stop_a_healthy_server():
+    w = Watch(ReadyRule(), deadline=10)
+    feed(w, "WARNING: retrying\nConnectionError: peer reset\nThe server is fired up and ready to roll!\n")
+    assert w.decision.outcome is Outcome.READY
