@@ -28,10 +28,10 @@ class Progress:
         self.live: Live | None = None
 
     def opened(self, run_dir: RunDir, planned: list[PlannedAttempt]) -> None:
-        self.console.print(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))", highlight=False)
+        self.console.print(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))", highlight=False, markup=False)
         for item in planned:
             self.rows[item.name] = {
-                "cell": item.cell.id,
+                "params": dict(item.cell.params),
                 "repeat": item.repeat,
                 "phase": "",
                 "outcome": "",
@@ -64,12 +64,14 @@ class Progress:
 
     def _plain(self, kind: str, item: PlannedAttempt, payload: Any) -> None:
         if kind == "start":
-            self.console.print(f"[start] {item.name}", highlight=False)
+            self.console.print(f"[start] {item.name}", highlight=False, markup=False)
         elif kind == "done":
             r: AttemptRecord = payload
             line = f" {r.evidence['text'][:100]!r}" if r.evidence else f" ({r.reason})"
             seconds = f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "-"
-            self.console.print(f"[done]  {item.name}: {outcome_text(r)} after {seconds}{line}", highlight=False)
+            self.console.print(
+                f"[done]  {item.name}: {outcome_text(r)} after {seconds}{line}", highlight=False, markup=False
+            )
 
     def _table(self) -> Table:
         table = Table(expand=False)
