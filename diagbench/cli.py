@@ -178,6 +178,7 @@ def list_signatures(
 ) -> None:
     """List the loaded signatures: pack, id, kind, class, priority, pattern."""
     from rich.table import Table
+    from rich.text import Text
 
     from diagbench.signatures import builtin_packs, load_packs
 
@@ -185,7 +186,8 @@ def list_signatures(
     sigs = guarded(lambda: load_packs(names, Path.cwd()))
     table = Table("pack", "id", "kind", "class", "priority", "pattern")
     for s in sigs:
-        table.add_row(s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
+        row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
+        table.add_row(*(Text(x) for x in row))  # patterns are full of [brackets]: never markup
     out.print(table, markup=False)
 
 

@@ -84,10 +84,10 @@ class Progress:
                 start, end = row["start"], row["end"]
                 elapsed = f"{(end or now) - start:5.1f}s" if start else ""
                 table.add_row(
-                    *row["params"].values(),
-                    str(row["repeat"]),
-                    row["phase"],
-                    elapsed,
+                    *(Text(v) for v in row["params"].values()),
+                    Text(str(row["repeat"])),
+                    Text(row["phase"]),
+                    Text(elapsed),
                     Text(row["outcome"], style=row["style"]),
                 )
         return table

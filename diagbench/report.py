@@ -59,13 +59,13 @@ def render_table(view: RunView) -> RenderableType:
     for column in (*axes, "#", "outcome", "phase", "time", "deciding line"):
         cells.add_column(column, overflow="fold")
     for r in view.records:
-        cells.add_row(
-            *(r.params.get(axis, "") for axis in axes),
-            str(r.repeat),
+        cells.add_row(  # Text, never markup: a log line may hold "[rank0]" or "[/x]"
+            *(Text(r.params.get(axis, "")) for axis in axes),
+            Text(str(r.repeat)),
             Text(outcome_text(r), style=OUTCOME_STYLE.get(r.outcome, "")),
-            r.phase or "",
-            f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "",
-            _STAMP.sub(r"\1", deciding_line(r), count=1),
+            Text(r.phase or ""),
+            Text(f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""),
+            Text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
         )
     parts: list[RenderableType] = [cells]
     if view.verdicts:
@@ -73,7 +73,12 @@ def render_table(view: RunView) -> RenderableType:
         for column in ("id", "verdict", "why", "meaning"):
             hyp.add_column(column, overflow="fold")
         for v in view.verdicts:
-            hyp.add_row(v.id, Text(v.verdict, style=VERDICT_STYLE[v.verdict]), _verdict_line(v), v.meaning or "")
+            hyp.add_row(
+                Text(v.id),
+                Text(v.verdict, style=VERDICT_STYLE[v.verdict]),
+                Text(_verdict_line(v)),
+                Text(v.meaning or ""),
+            )
         parts.append(hyp)
     parts.append(Text(_footer(view), style="dim"))
     for violation in view.violations:

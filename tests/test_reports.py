@@ -153,3 +153,35 @@ def test_table(run: Path) -> None:
     console = Console(width=200, record=True, color_system=None)
     console.print(render_table(view_of(load_run(run))))
     check("report.txt", console.export_text(), run)
+
+
+def test_log_text_is_never_taken_for_markup(tmp_path: Path) -> None:
+    run_dir = RunDir(tmp_path / "r")
+    (run_dir.path / "cells").mkdir(parents=True)
+    run_dir.write_manifest(
+        {
+            "run_id": "r",
+            "spec": {"name": "m"},
+            "hypotheses": [],
+            "hypotheses_sha256": hypotheses_sha256([]),
+            "cells": [],
+            "attempts": [],
+        }
+    )
+    run_dir.write_result(
+        AttemptRecord(
+            cell_id="a=[bold]x",
+            repeat=1,
+            attempt="001-a",
+            params={"a": "[bold]x"},
+            command=[],
+            env_changes={},
+            outcome="failed",
+            failure_class="other",
+            evidence={"line_no": 1, "text": "[rank0]: boom [/x] [red]"},
+        )
+    )
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render_table(view_of(load_run(run_dir.path))))
+    text = console.export_text()
+    assert "[rank0]: boom [/x] [red]" in text and "[bold]x" in text
