@@ -167,7 +167,7 @@ def classify(
         out.print(f"decided by {result.signature} at line {result.line_no}:", markup=False)
         for number, text in context(logfile, result.line_no):
             marker = ">" if number == result.line_no else " "
-            out.print(f"{marker} {number:>7} | {text}", markup=False)
+            out.print(f"{marker} {number:>7} | {text}", markup=False, soft_wrap=True)
     else:
         out.print(f"no ready or failure line in {result.lines} lines", markup=False)
 
