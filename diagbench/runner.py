@@ -164,8 +164,6 @@ def run_attempts(
             result.interrupted = True
             cancel.set()
             result.records = [f.result() for f in futures]
-    order = {p.name: i for i, p in enumerate(planned)}
-    result.records.sort(key=lambda r: order.get(r.attempt, 0))
     return result
 
 

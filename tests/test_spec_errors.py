@@ -210,3 +210,35 @@ def test_cli_bad_only_is_usage_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr == "diagbench: --only a=maybe: unknown label 'maybe' for axis 'a' (labels are: on, off)\n"
     assert not (tmp_path / "runs").exists()  # nothing is opened for an unusable command line
+
+
+def test_user_pack_file_in_a_spec(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(
+        "pack: mine\nsignatures:\n  - {id: mine.boom, kind: failure, class: oom, pattern: 'boom'}\n"
+    )
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: x\nserver:\n  command: foo\n  signatures: [sglang, ./mine.yaml]\n" + AXIS)
+    spec = load_spec(path)
+    assert "mine.boom" in {s.id for s in spec.server.signatures}
+
+
+def test_a_broken_user_pack_is_located_in_the_pack_file(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text("pack: mine\nsignatures:\n  - {id: x, kind: failure, pattern: 'a('}\n")
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: x\nserver:\n  command: foo\n  signatures: [./mine.yaml]\n" + AXIS)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert str(caught.value).startswith(
+        f"{tmp_path / 'mine.yaml'}:3: signatures[0].pattern: invalid regular expression 'a('"
+    )
+
+
+def test_a_missing_user_pack_is_located_in_the_spec(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: x\nserver:\n  command: foo\n  signatures: [./nope.yaml]\n" + AXIS)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert (
+        str(caught.value)
+        == f"{path}:4: server.signatures[0]: signature pack './nope.yaml': no such file (check the path)"
+    )
