@@ -16,7 +16,16 @@ from typing import Any
 from diagbench.matrix import Cell
 from diagbench.outcomes import Outcome
 from diagbench.probes import HttpProbe
-from diagbench.process import TAG_VAR, Launch, LaunchError, ServerProcess, free_port, port_holder, stop_tree
+from diagbench.process import (
+    TAG_VAR,
+    Launch,
+    LaunchError,
+    ServerProcess,
+    Teardown,
+    free_port,
+    port_holder,
+    stop_tree,
+)
 from diagbench.records import AttemptRecord
 from diagbench.scan import LineSplitter, Scanner
 from diagbench.spec import ServerSpec
@@ -127,7 +136,7 @@ def run_attempt(
     on_phase: PhaseCallback,
 ) -> AttemptRecord:
     """Launch one attempt and return its record (not yet written)."""
-    started_at, t0 = _now_iso(), time.monotonic()
+    t0 = time.monotonic()
     port = server.port if server.port is not None else free_port()
     argv = build_command(server, planned.cell, port)
     env, changes = build_env(server, planned.cell, port, tag)
@@ -138,19 +147,17 @@ def run_attempt(
         "params": dict(planned.cell.params),
         "command": redact_argv(argv),
         "env_changes": redact(changes),
-        "started_at": started_at,
+        "started_at": _now_iso(),
     }
     holder = port_holder(port) if server.port is not None else None
     if holder is not None:
-        reason = f"port {port} is already in use by {holder} (stop it, or set server.port: auto)"
-        return _launch_error(base, reason, t0)
-    deadline = t0 + server.timeout
+        return _launch_error(base, f"port {port} is already in use by {holder} (stop it, or set server.port: auto)", t0)
     rule = ReadyRule(
         log=server.ready_log is not None or server.ready_http is None,
         http=server.ready_http is not None,
         http_path=server.ready_http or "",
     )
-    watch = Watch(rule, deadline, server.timeout, settle_s=server.settle)
+    watch = Watch(rule, t0 + server.timeout, server.timeout, settle_s=server.settle)
     log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
@@ -158,25 +165,46 @@ def run_attempt(
         except LaunchError as exc:
             return _launch_error(base, str(exc), t0)
         reader = _Reader(proc, log_fd, scanner, watch)
-        probe_r, probe_w = os.pipe()
-        probe = HttpProbe(f"http://127.0.0.1:{port}{server.ready_http}", probe_w) if server.ready_http else None
-        try:
-            if probe:
-                probe.start()
-            decision = _watch(proc, reader, watch, probe_r, cancel_fd, planned, on_phase)
-        finally:
-            if probe:
-                probe.stop()
-            teardown = stop_tree(proc, server.grace)
-            _drain(reader)
-            proc.close()
-            if probe:  # it may be inside a GET; it must not write to the pipe once closed
-                probe.join(PROBE_JOIN_S)
-            for fd in (probe_r, probe_w):
-                os.close(fd)
+        decision, teardown = _supervise(proc, reader, server, port, cancel_fd, planned, on_phase)
     finally:
         os.close(log_fd)
     decision = _shell_could_not_start(decision) if server.shell else decision
+    return _record(base, decision, watch, reader, teardown, t0)
+
+
+def _supervise(
+    proc: ServerProcess,
+    reader: _Reader,
+    server: ServerSpec,
+    port: int,
+    cancel_fd: int,
+    planned: PlannedAttempt,
+    on_phase: PhaseCallback,
+) -> tuple[Decision, Teardown]:
+    """Watch the server until decided, then stop its whole tree, whatever happened."""
+    probe_r, probe_w = os.pipe()
+    probe = HttpProbe(f"http://127.0.0.1:{port}{server.ready_http}", probe_w) if server.ready_http else None
+    try:
+        if probe:
+            probe.start()
+        decision = _watch(proc, reader, reader.watch, probe_r, cancel_fd, planned, on_phase)
+    finally:
+        if probe:
+            probe.stop()
+        teardown = stop_tree(proc, server.grace)
+        _drain(reader)
+        proc.close()
+        if probe:  # it may be inside a GET; it must not write to the pipe once closed
+            probe.join(PROBE_JOIN_S)
+        for fd in (probe_r, probe_w):
+            os.close(fd)
+    return decision, teardown
+
+
+def _record(
+    base: dict[str, Any], decision: Decision, watch: Watch, reader: _Reader, teardown: Teardown, t0: float
+) -> AttemptRecord:
+    evidence = decision.evidence
     return AttemptRecord(
         **base,
         outcome=decision.outcome.value,
@@ -184,7 +212,7 @@ def run_attempt(
         failure_class=decision.failure_class,
         secondary_classes=list(decision.secondary_classes),
         signature=decision.signature,
-        evidence={"line_no": decision.evidence.line_no, "text": decision.evidence.text} if decision.evidence else None,
+        evidence={"line_no": evidence.line_no, "text": evidence.text} if evidence else None,
         exit_code=decision.exit_code,
         signal=decision.signal,
         phase=watch.phase,
