@@ -303,22 +303,28 @@ def _line_end(buf: bytes, start: int) -> int:
 class LineSplitter:
     """Turns raw reads into buffers of whole lines, joining lines split across reads.
 
-    "\\r" ends a line as "\\n" does (tqdm progress bars); "\\r\\n" is one ending. A line
-    longer than `max_line` is cut there, so memory stays flat on megabyte-long lines.
+    "\\r" ends a line as "\\n" does (tqdm progress bars); "\\r\\n" is one ending, and a "\\r"
+    that opens a line (a bar's leading "\\r") ends nothing, so line numbers match an editor's
+    wherever the log has no mid-line "\\r". A line longer than `max_line` is cut there, so
+    memory stays flat on megabyte-long lines.
     """
 
     def __init__(self, max_line: int = 1 << 20):
         self.max_line = max_line
         self.pending = b""
         self.after_cr = False
+        self.at_line_start = True
 
     def feed(self, data: bytes) -> bytes:
         if self.after_cr and data.startswith(b"\n"):
             data = data[1:]
+        if self.at_line_start and not self.pending and data.startswith(b"\r") and not data.startswith(b"\r\n"):
+            data = data[1:]
         if data:
             self.after_cr = data.endswith(b"\r")
+            self.at_line_start = data.endswith((b"\r", b"\n"))
         if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            data = data.replace(b"\r\n", b"\n").replace(b"\n\r", b"\n").replace(b"\r", b"\n")
         cut = data.rfind(b"\n")
         if cut < 0:
             self.pending += data

@@ -118,3 +118,10 @@ def test_phase_on_the_failure_line_itself_counts():
     scanner = Scanner(SIGS)
     text = b"noise\nCapturing batches (bs=8 avail_mem=1 GB): 10%|Scheduler hit an exception: Traceback\n"
     assert [h.signature.id for h in scanner.scan(text, 1)] == ["sglang.capturing_batch", "sglang.scheduler_exception"]
+
+
+def test_a_bar_that_opens_with_cr_does_not_add_a_line():
+    s = LineSplitter()
+    assert s.feed(b"warn\n\rCapturing 0%|\nTraceback\n") == b"warn\nCapturing 0%|\nTraceback\n"
+    assert s.feed(b"\rnext bar 10%\r") == b"next bar 10%\n"  # across reads too
+    assert s.feed(b"\rbar 20%\r\n") == b"bar 20%\n"
