@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shlex
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,9 +65,13 @@ def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str,
     return tuple(fill(t) for t in (*server.command, *cell.args))
 
 
-def build_env(server: ServerSpec, cell: Cell, port: int, tag: str) -> tuple[dict[str, str], dict[str, str | None]]:
+def build_env(
+    server: ServerSpec, cell: Cell, port: int, tag: str, caches: Path | None = None
+) -> tuple[dict[str, str], dict[str, str | None]]:
     """The full environment, and the changes made to the inherited one (for the record)."""
     changes: dict[str, str | None] = {"PYTHONUNBUFFERED": "1"}  # so Python servers' lines arrive as written
+    if caches is not None:  # compile caches of this attempt alone: no cell reuses another's kernels
+        changes.update({var: str(caches / var.lower()) for var in server.fresh_caches})
     changes.update({k: v.replace("{port}", str(port)) for k, v in server.env.items()})
     changes.update({k: (v.replace("{port}", str(port)) if v is not None else None) for k, v in cell.env.items()})
     env = dict(os.environ)
@@ -136,10 +143,37 @@ def run_attempt(
     on_phase: PhaseCallback,
 ) -> AttemptRecord:
     """Launch one attempt and return its record (not yet written)."""
+    with _compile_caches(server) as caches:
+        return _run(planned, server, folder, scanner, tag, cancel_fd, on_phase, caches)
+
+
+@contextlib.contextmanager
+def _compile_caches(server: ServerSpec) -> Iterator[Path | None]:
+    """A new empty folder for this attempt's compile caches, removed afterwards (fresh_caches)."""
+    if not server.fresh_caches:
+        yield None
+        return
+    folder = Path(tempfile.mkdtemp(prefix="diagbench-caches-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(
+    planned: PlannedAttempt,
+    server: ServerSpec,
+    folder: Path,
+    scanner: Scanner,
+    tag: str,
+    cancel_fd: int,
+    on_phase: PhaseCallback,
+    caches: Path | None,
+) -> AttemptRecord:
     t0 = time.monotonic()
     port = server.port if server.port is not None else free_port()
     argv = build_command(server, planned.cell, port)
-    env, changes = build_env(server, planned.cell, port, tag)
+    env, changes = build_env(server, planned.cell, port, tag, caches)
     base: dict[str, Any] = {
         "cell_id": planned.cell.id,
         "repeat": planned.repeat,

@@ -32,7 +32,10 @@ _SERVER_KEYS = (
     "timeout",
     "grace",
     "settle",
+    "fresh_caches",
 )
+# compile caches that carry kernels (and their autotune results) from one launch to the next
+COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class ServerSpec:
     timeout: float
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
+    fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class Spec:
                 "timeout_s": s.timeout,
                 "grace_s": s.grace,
                 "settle_s": s.settle,
+                "fresh_caches": list(s.fresh_caches),
             },
             "matrix": {
                 a.name: {
@@ -152,6 +157,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         timeout=keys["timeout"].duration() if "timeout" in keys else DEFAULT_TIMEOUT_S,
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
+        fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
     )
 
 
@@ -169,6 +175,13 @@ def _parse_command(src: Src, shell: bool) -> tuple[str, ...]:
     except ValueError as exc:
         raise src.error(f"cannot split the command like a shell would: {exc}", "close the quote") from None
     return argv
+
+
+def _parse_fresh_caches(src: Src) -> tuple[str, ...]:
+    """`true` for the usual compile caches, or a list of the variables to isolate."""
+    if src.is_list():
+        return tuple(item.string("a variable name") for item in src.items())
+    return COMPILE_CACHE_VARS if src.boolean() else ()
 
 
 def _parse_port(src: Src) -> int | None:

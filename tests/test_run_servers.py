@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 
 import psutil
@@ -368,3 +369,32 @@ def test_non_executable_server_is_a_launch_error(runs, tmp_path):
     r = runs.one({"command": [str(script)]})
     assert r.outcome == "launch_error"
     assert "is not executable" in r.reason
+
+
+def test_fresh_caches_give_each_attempt_its_own_empty_folders(runs, tmp_path):
+    from conftest import write_spec
+
+    show = "import os; print('caches', os.environ['TORCHINDUCTOR_CACHE_DIR'], os.environ['TRITON_CACHE_DIR'])"
+    spec = write_spec(
+        tmp_path,
+        {
+            "command": [
+                sys.executable,
+                "-c",
+                show + "; print('The server is fired up and ready to roll!'); import time; time.sleep(30)",
+            ],
+            "fresh_caches": True,
+        },
+        matrix={"n": {"env": "N", "values": ["1", "2"]}},
+    )
+    result = runs.run(spec)
+    folders = []
+    for r in result.records:
+        assert r.outcome == "ready"
+        line = (result.run_dir.cells / r.attempt / "server.log").read_text().splitlines()[0]
+        _, inductor, triton = line.split()
+        assert r.env_changes["TORCHINDUCTOR_CACHE_DIR"] == inductor
+        assert r.env_changes["TRITON_CACHE_DIR"] == triton and triton != inductor
+        folders.append(inductor)
+        assert not os.path.exists(inductor.rsplit("/", 1)[0])  # removed after the attempt
+    assert folders[0] != folders[1]
