@@ -21,6 +21,12 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
         f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
         f"ready when: {ready or 'a ready line of the packs ' + ', '.join(s.packs)}; timeout {s.timeout:g}s, "
         f"grace {s.grace:g}s",
+        "compile caches: "
+        + (
+            "fresh for each attempt (" + ", ".join(s.fresh_caches) + ")"
+            if s.fresh_caches
+            else "shared between cells (server.fresh_caches: true isolates them)"
+        ),
         "",
     ]
     for cell in cells:
