@@ -58,6 +58,14 @@ def guarded(action: Callable[[], T]) -> T:
         raise typer.Exit(EXIT_HARNESS) from None
 
 
+def _write_report(path: Path, text: str, mode: str, run: Path) -> None:
+    try:
+        with path.open(mode, encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror} (the run itself is recorded in {run})") from None
+
+
 def _sigterm_as_interrupt(_signum: int, _frame: object) -> NoReturn:
     raise KeyboardInterrupt
 
@@ -93,11 +101,10 @@ def run(
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))
     out.print(render_table(view))
     if junit is not None:
-        junit.write_text(render_junit(view), encoding="utf-8")
+        guarded(lambda: _write_report(junit, render_junit(view), "w", view.path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
-        with open(summary, "a", encoding="utf-8") as handle:
-            handle.write(render_markdown(view))
+        guarded(lambda: _write_report(Path(summary), render_markdown(view), "a", view.path))
     if result.interrupted:
         err.print("diagbench: interrupted; finished attempts are recorded, the rest are 'cancelled'")
         raise typer.Exit(EXIT_INTERRUPTED)
