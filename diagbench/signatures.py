@@ -21,7 +21,7 @@ from diagbench.yamlsrc import Src, load_document, suggest
 
 PREFIX = (
     r"(?:\[rank\d+\]:\s*"
-    r"|\([A-Za-z_][\w]* pid=\d+(?:, ip=[\d.:]+)?\)\s*"
+    r"|\([A-Za-z_]\w*(?: [\w=.:]+)*? pid=\d+(?:, ip=[\d.:]+)?\)\s*"
     r"|[\w.-]+-\d+\s+\|\s"
     r"|\[\d{4}-\d\d-\d\d[ T][\d:.]+(?: [A-Z]{2}\d+)*\]\s*"
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] )*"  # vLLM's logger

@@ -125,3 +125,14 @@ def test_a_bar_that_opens_with_cr_does_not_add_a_line():
     assert s.feed(b"warn\n\rCapturing 0%|\nTraceback\n") == b"warn\nCapturing 0%|\nTraceback\n"
     assert s.feed(b"\rnext bar 10%\r") == b"next bar 10%\n"  # across reads too
     assert s.feed(b"\rbar 20%\r\n") == b"bar 20%\n"
+
+
+def test_more_real_prefixes():
+    scanner = Scanner(SIGS)
+    text = (
+        b"(VllmWorker rank=1 pid=4242) ERROR 06-03 11:02:33 [multiproc_executor.py:527] ImportError: libcudart.so.12\n"
+        b"[2025-05-12 08:03:12 DP0 TP3 EP3] Killed\n"
+        b"(RayWorkerWrapper pid=77, ip=10.0.0.2) ModuleNotFoundError: No module named 'flashinfer'\n"
+    )
+    strong = [(n, sid) for n, sid in hits(scanner, text) if sid != "generic.uncaught_exception"]
+    assert strong == [(1, "generic.import_error"), (2, "generic.killed"), (3, "generic.import_error")]
