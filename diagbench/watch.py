@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import signal as signals
+from collections import deque
 from dataclasses import dataclass, field
 
 from diagbench.outcomes import Outcome
@@ -25,6 +26,7 @@ from diagbench.signatures import PREFIX, Kind
 _ECHOED_SOURCE = re.compile(("^" + PREFIX + r"\s{2,}(?:raise|assert)\b").encode())
 SETTLE_S = 0.1
 SETTLE_LINES = 200
+ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a generic failure
 EVIDENCE_CHARS = 500
 
 
@@ -90,6 +92,7 @@ class Watch:
         self._http_ok = False
         self._window: _Window | None = None
         self._weak: Hit | None = None  # the last line a weak signature matched
+        self._recent_weak: deque[Hit] = deque(maxlen=32)
 
     # -- inputs ------------------------------------------------------------------------
 
@@ -190,6 +193,7 @@ class Watch:
         elif kind is Kind.FAILURE and hit.signature.weak:
             if not _ECHOED_SOURCE.match(hit.line):
                 self._weak = hit
+                self._recent_weak.append(hit)
         elif kind is Kind.FAILURE and not _ECHOED_SOURCE.match(hit.line):
             if self._window is None:
                 self._window = _Window(now + self.settle_s, hit.line_no + self.settle_lines)
@@ -221,17 +225,34 @@ class Watch:
             cls = hit.signature.failure_class
             if cls not in (None, "other", best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
+        shown, reason = best, f"failure line ({best.signature.id})"
+        root = self._root_cause_near(best)
+        if root is not None:  # "Engine core initialization failed. See root cause above."
+            shown, reason = root, f"failure line ({best.signature.id}); its error at line {root.line_no}"
         return self._set(
             Decision(
                 Outcome.FAILED,
-                f"failure line ({best.signature.id})",
+                reason,
                 now,
                 failure_class=best.signature.failure_class,
                 secondary_classes=tuple(secondary),
-                signature=best.signature.id,
-                evidence=Evidence.of(best),
+                signature=shown.signature.id,
+                evidence=Evidence.of(shown),
             )
         )
+
+    def _root_cause_near(self, best: Hit) -> Hit | None:
+        """For a generic failure (class `other`: SIGQUIT, "EngineCore failed to start"), the
+        traceback's last line close to it says more: `ValueError: max_model_len ...`."""
+        if best.signature.failure_class != "other" or self._window is None:
+            return None
+        strong_lines = {h.line_no for h in self._window.hits}
+        near = [
+            h
+            for h in self._recent_weak
+            if h.line_no not in strong_lines and abs(h.line_no - best.line_no) <= ROOT_CAUSE_LINES
+        ]
+        return near[-1] if near else None
 
     def _set(self, decision: Decision) -> Decision:
         self.decision = decision

@@ -150,3 +150,21 @@ def test_a_handled_traceback_does_not_stop_a_healthy_server():
     w = Watch(ReadyRule(), deadline=10)
     feed(w, "WARNING: retrying\nConnectionError: peer reset\nThe server is fired up and ready to roll!\n")
     assert w.decision.outcome is Outcome.READY
+
+
+def test_a_generic_failure_shows_the_traceback_line_near_it():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(
+        w,
+        "(EngineCore_0 pid=1) ERROR 05-02 09:00:05 [core.py:700] EngineCore failed to start.\n"
+        "(EngineCore_0 pid=1) ERROR 05-02 09:00:05 [core.py:700] ValueError: max_model_len 65536 > 32768\n"
+        "(APIServer pid=2) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+    )
+    assert (d.failure_class, d.evidence.line_no, d.signature) == ("other", 2, "generic.uncaught_exception")
+    assert d.reason == "failure line (vllm.engine_core_failed); its error at line 2"
+
+
+def test_a_specific_failure_keeps_its_own_line():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(w, "ValueError: unrelated\nException: Capture cuda graph failed: CUDA error: out of memory\n")
+    assert (d.evidence.line_no, d.signature) == (2, "sglang.capture_failed")
