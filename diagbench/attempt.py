@@ -84,6 +84,13 @@ def build_env(
     return env, changes
 
 
+def probe_url(ready_http: str, port: int) -> str:
+    """A path is asked of 127.0.0.1:{port}; a full URL (say http://[::1]:{port}/health) as written."""
+    if ready_http.startswith("/"):
+        return f"http://127.0.0.1:{port}{ready_http}"
+    return ready_http.replace("{port}", str(port))
+
+
 class _Reader:
     """Pipe -> server.log and -> scanner -> watch, a chunk at a time."""
 
@@ -217,7 +224,7 @@ def _supervise(
 ) -> tuple[Decision, Teardown]:
     """Watch the server until decided, then stop its whole tree, whatever happened."""
     probe_r, probe_w = os.pipe()
-    probe = HttpProbe(f"http://127.0.0.1:{port}{server.ready_http}", probe_w) if server.ready_http else None
+    probe = HttpProbe(probe_url(server.ready_http, port), probe_w) if server.ready_http else None
     try:
         if probe:
             probe.start()

@@ -199,8 +199,8 @@ def _parse_ready(src: Src) -> tuple[str | None, str | None]:
         raise src.error("expected log and/or http", "e.g. ready: {log: 'fired up and ready'}")
     log = keys["log"].regex() if "log" in keys else None
     http = keys["http"].string("a URL path") if "http" in keys else None
-    if http is not None and not http.startswith("/"):
-        raise keys["http"].expected("a URL path starting with /", f"write /{http}")
+    if http is not None and not http.startswith(("/", "http://", "https://")):
+        raise keys["http"].expected("a URL path starting with / (or a full http:// URL)", f"write /{http}")
     return log, http
 
 

@@ -398,3 +398,14 @@ def test_fresh_caches_give_each_attempt_its_own_empty_folders(runs, tmp_path):
         folders.append(inductor)
         assert not os.path.exists(inductor.rsplit("/", 1)[0])  # removed after the attempt
     assert folders[0] != folders[1]
+
+
+def test_ready_over_http_at_a_full_url(runs):
+    r = runs.one(
+        {
+            "command": fake_command("http=/ping", "hang"),
+            "env": {"PORT": "{port}"},
+            "ready": {"http": "http://localhost:{port}/ping"},
+        }
+    )
+    assert (r.outcome, r.signature) == ("ready", "http")

@@ -111,7 +111,7 @@ CASES = [
     ),
     (
         "name: x\nserver:\n  command: foo\n  ready: {http: health}\n" + AXIS,
-        'spec.yaml:4: server.ready.http: expected a URL path starting with /, got "health" (write /health)',
+        'spec.yaml:4: server.ready.http: expected a URL path starting with / (or a full http:// URL), got "health" (write /health)',
     ),
     (
         "name: x\nserver: {command: foo}\nmatrix:\n  a: {flag: --x, values: [on, off]}\n"
