@@ -151,7 +151,51 @@ def run_attempt(
 ) -> AttemptRecord:
     """Launch one attempt and return its record (not yet written)."""
     with _compile_caches(server) as caches:
-        return _run(planned, server, folder, scanner, tag, cancel_fd, on_phase, caches)
+        t0 = time.monotonic()
+        port = server.port if server.port is not None else free_port()
+        argv = build_command(server, planned.cell, port)
+        env, changes = build_env(server, planned.cell, port, tag, caches)
+        base = _record_start(planned, argv, changes)
+        holder = port_holder(port) if server.port is not None else None
+        if holder is not None:
+            return _launch_error(
+                base, f"port {port} is already in use by {holder} (stop it, or set server.port: auto)", t0
+            )
+        watch = Watch(_ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle)
+        log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            try:
+                proc = ServerProcess(Launch(argv, env, server.cwd, server.shell, tag))
+            except LaunchError as exc:
+                return _launch_error(base, str(exc), t0)
+            reader = _Reader(proc, log_fd, scanner, watch)
+            decision, teardown = _supervise(proc, reader, server, port, cancel_fd, planned, on_phase)
+        finally:
+            os.close(log_fd)
+        decision = _shell_could_not_start(decision) if server.shell else decision
+        return _record(base, decision, watch, reader, teardown, t0)
+
+
+def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[str, str | None]) -> dict[str, Any]:
+    """The record's fields known before launch (secret-looking values redacted)."""
+    return {
+        "cell_id": planned.cell.id,
+        "repeat": planned.repeat,
+        "attempt": planned.name,
+        "params": dict(planned.cell.params),
+        "command": redact_argv(argv),
+        "env_changes": redact(changes),
+        "started_at": _now_iso(),
+    }
+
+
+def _ready_rule(server: ServerSpec) -> ReadyRule:
+    """ready.log and/or ready.http; with neither, the packs' ready lines."""
+    return ReadyRule(
+        log=server.ready_log is not None or server.ready_http is None,
+        http=server.ready_http is not None,
+        http_path=server.ready_http or "",
+    )
 
 
 @contextlib.contextmanager
@@ -165,52 +209,6 @@ def _compile_caches(server: ServerSpec) -> Iterator[Path | None]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _run(
-    planned: PlannedAttempt,
-    server: ServerSpec,
-    folder: Path,
-    scanner: Scanner,
-    tag: str,
-    cancel_fd: int,
-    on_phase: PhaseCallback,
-    caches: Path | None,
-) -> AttemptRecord:
-    t0 = time.monotonic()
-    port = server.port if server.port is not None else free_port()
-    argv = build_command(server, planned.cell, port)
-    env, changes = build_env(server, planned.cell, port, tag, caches)
-    base: dict[str, Any] = {
-        "cell_id": planned.cell.id,
-        "repeat": planned.repeat,
-        "attempt": planned.name,
-        "params": dict(planned.cell.params),
-        "command": redact_argv(argv),
-        "env_changes": redact(changes),
-        "started_at": _now_iso(),
-    }
-    holder = port_holder(port) if server.port is not None else None
-    if holder is not None:
-        return _launch_error(base, f"port {port} is already in use by {holder} (stop it, or set server.port: auto)", t0)
-    rule = ReadyRule(
-        log=server.ready_log is not None or server.ready_http is None,
-        http=server.ready_http is not None,
-        http_path=server.ready_http or "",
-    )
-    watch = Watch(rule, t0 + server.timeout, server.timeout, settle_s=server.settle)
-    log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        try:
-            proc = ServerProcess(Launch(argv, env, server.cwd, server.shell, tag))
-        except LaunchError as exc:
-            return _launch_error(base, str(exc), t0)
-        reader = _Reader(proc, log_fd, scanner, watch)
-        decision, teardown = _supervise(proc, reader, server, port, cancel_fd, planned, on_phase)
-    finally:
-        os.close(log_fd)
-    decision = _shell_could_not_start(decision) if server.shell else decision
-    return _record(base, decision, watch, reader, teardown, t0)
 
 
 def _supervise(
