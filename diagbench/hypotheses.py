@@ -180,9 +180,18 @@ class Verdict:
     meaning: str | None
     deciding: tuple[DecidingAttempt, ...]
 
+    @property
+    def evidence(self) -> dict[str, Any] | None:
+        """The deciding line: of the first attempt that matched the verdict."""
+        for row in self.deciding:
+            if row.matched == self.verdict and row.evidence:
+                return {"cell_id": row.cell_id, "attempt": row.attempt, **row.evidence}
+        return None
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["deciding_cells"] = data.pop("deciding")
+        data["evidence"] = self.evidence
         return data
 
 

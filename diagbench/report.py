@@ -43,10 +43,10 @@ def _clip(text: str, size: int = LINE_CHARS) -> str:
 
 
 def _verdict_line(v: Verdict) -> str:
-    for row in v.deciding:
-        if row.evidence and row.matched == v.verdict:
-            return f"{row.cell_id} L{row.evidence['line_no']}: {_clip(row.evidence['text'], 90)}"
-    return v.reason
+    evidence = v.evidence
+    if evidence is None:
+        return v.reason
+    return f"{evidence['cell_id']} L{evidence['line_no']}: {_clip(evidence['text'], 90)}"
 
 
 # -- terminal ---------------------------------------------------------------------------

@@ -99,3 +99,19 @@ def test_expectations_flag_violations_only():
 
 def test_hypothesis_json_round_trip():
     assert Hypothesis.from_json(ON.to_json()) == ON
+
+
+def test_verdict_json_names_its_deciding_line():
+    v = judge(
+        ON,
+        CELLS,
+        [rec("kernel=stock,compile=on", "ready"), rec("kernel=mma,compile=on", "failed", "cuda_graph_capture")],
+    )
+    data = v.to_json()
+    assert data["evidence"] == {
+        "cell_id": "kernel=mma,compile=on",
+        "attempt": "kernel=mma,compile=on-r1",
+        "line_no": 3,
+        "text": "failed line",
+    }
+    assert {"id", "claim", "verdict", "reason", "meaning", "deciding_cells", "evidence"} <= set(data)
