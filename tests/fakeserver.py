@@ -15,6 +15,7 @@ Each argument is one action, done in order:
   longline=MB          one line of MB megabytes
   junk                 a line of invalid UTF-8
   http=PATH            serve 200 on PATH at 127.0.0.1:$PORT from now on
+  replay=FILE          write FILE's bytes, 4 KB at a time
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ def main(actions: list[str]) -> None:
             write(OUT, b"\xff\xfe\xfd garbage \x80\x81 \xc3\x28\n")
         elif name == "http":
             serve(arg)
+        elif name == "replay":
+            with open(arg, "rb") as handle:
+                while block := handle.read(4096):
+                    write(OUT, block)
         else:
             raise SystemExit(f"fakeserver: unknown action {action!r}")
 

@@ -80,3 +80,27 @@ def test_user_pack_from_a_file(tmp_path: Path) -> None:
     sigs = load_packs(["tgi", str(pack)], tmp_path)
     got = classify_file(FIXTURES / "tgi_port.log", sigs)
     assert (got.signature, got.line_no) == ("mine.boom", 1)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_run_decides_a_replayed_log_as_classify_does(runs, name: str) -> None:
+    """One engine: a server that writes the fixture live gets the same decision."""
+    from conftest import fake_command
+
+    want = EXPECTED[name]
+    weak = classify_file(FIXTURES / name, SIGS).signature == "generic.uncaught_exception"
+    # an uncaught exception ends the process: live, the weak line names the crash
+    then = "exit=1" if weak else "hang"
+    r = runs.one({"command": fake_command(f"replay={FIXTURES / name}", then), "timeout": "2s"})
+    if want["outcome"] == "unknown":
+        assert r.outcome == "timeout"
+        return
+    if weak:
+        assert (r.outcome, r.exit_code, r.evidence["line_no"]) == ("crashed", 1, want["line_no"])
+        return
+    assert (r.outcome, r.failure_class, r.evidence["line_no"]) == (
+        want["outcome"],
+        want["failure_class"],
+        want["line_no"],
+    )
+    assert r.secondary_classes == want["secondary_classes"]
