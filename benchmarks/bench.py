@@ -288,20 +288,21 @@ def main() -> None:
     parser.add_argument("what", nargs="*", default=["all"])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    want = set(args.what)
-    every = "all" in want
-    if every or "startup" in want:
-        bench_startup()
-    if every or "latency" in want:
-        bench_latency(10 if args.quick else 50)
-    if every or "overhead" in want:
-        bench_overhead(5 if args.quick else 20)
-    if every or "teardown" in want:
-        bench_teardown()
-    if every or "scan" in want:
-        bench_scan(20 if args.quick else 200)
-    if every or "memory" in want:
-        bench_memory(100 if args.quick else 1024)
+    sizes = {  # name: (benchmark, argument for --quick, argument for the full run)
+        "startup": (bench_startup, None, None),
+        "latency": (bench_latency, 10, 50),
+        "overhead": (bench_overhead, 5, 20),
+        "teardown": (bench_teardown, None, None),
+        "scan": (bench_scan, 20, 200),
+        "memory": (bench_memory, 100, 1024),
+    }
+    for name, (bench, quick, full) in sizes.items():
+        if "all" in args.what or name in args.what:
+            size = quick if args.quick else full
+            if size is None:
+                bench()
+            else:
+                bench(size)
 
 
 if __name__ == "__main__":

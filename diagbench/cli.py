@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from diagbench import __version__
-from diagbench.errors import DiagbenchError, UserError
+from diagbench.errors import UserError
 
 EXIT_OK, EXIT_EXPECT, EXIT_USAGE, EXIT_HARNESS, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -50,7 +50,7 @@ def guarded(action: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         err.print("diagbench: interrupted", markup=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    except (DiagbenchError, Exception) as exc:
+    except Exception as exc:  # anything but a user mistake is diagbench's own bug
         err.print(
             f"diagbench failed (a bug in diagbench, not in your server): {type(exc).__name__}: {exc}", markup=False
         )
@@ -157,10 +157,9 @@ def classify(
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
     from diagbench.classify import classify_file, context
-    from diagbench.signatures import builtin_packs, load_packs
+    from diagbench.signatures import load_packs
 
-    names = [n.strip() for n in signatures.split(",") if n.strip()] if signatures else builtin_packs()
-    sigs = guarded(lambda: load_packs(names, Path.cwd()))
+    sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     result = guarded(lambda: classify_file(logfile, sigs, engine))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
@@ -187,10 +186,9 @@ def list_signatures(
     from rich.table import Table
     from rich.text import Text
 
-    from diagbench.signatures import builtin_packs, load_packs
+    from diagbench.signatures import load_packs
 
-    names = [n.strip() for n in signatures.split(",") if n.strip()] if signatures else builtin_packs()
-    sigs = guarded(lambda: load_packs(names, Path.cwd()))
+    sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     table = Table("pack", "id", "kind", "class", "priority", "pattern")
     for s in sigs:
         row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
@@ -213,6 +211,13 @@ def diff(
     changes = diff_runs(a, b)
     out.print(render_diff(a, b, changes), markup=False)
     raise typer.Exit(EXIT_EXPECT if changes.regressions else EXIT_OK)
+
+
+def _pack_names(option: str | None) -> list[str]:
+    """--signatures sglang,./mine.yaml; every built-in pack when not given."""
+    from diagbench.signatures import builtin_packs
+
+    return [n.strip() for n in option.split(",") if n.strip()] if option else builtin_packs()
 
 
 def _version(value: bool) -> None:

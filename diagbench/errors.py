@@ -1,10 +1,11 @@
 """The errors diagbench raises, kept apart by whose fault they are.
 
     DiagbenchError           anything diagbench raises on purpose
-    ├── UserError            the user's input is unusable: exit 2, one message, no traceback
-    │   ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
-    │   └── RunDirError      a run directory that cannot be read back
-    └── HarnessError         diagbench itself failed: exit 3
+    └── UserError            the user's input is unusable: exit 2, one message, no traceback
+        ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
+        └── RunDirError      a run directory that cannot be read back
+
+Any other exception is diagbench's own failure: exit 3, with its traceback (a bug report).
 
 A server under test that fails is never an exception: it is an `Outcome` in a record.
 Foreign errors (yaml, psutil, httpx, OSError) are translated where they are caught.
@@ -34,7 +35,3 @@ class SpecError(UserError):
 
 class RunDirError(UserError):
     """A run directory that does not exist or holds no readable records."""
-
-
-class HarnessError(DiagbenchError):
-    """diagbench failed by itself (not the server, not the user's input)."""

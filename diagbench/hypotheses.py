@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from diagbench.matrix import Axis, Cell, Selector, parse_selector
+from diagbench.matrix import Axis, Cell, parse_selector, selects
 from diagbench.outcomes import FAILURE_CLASSES, OUTCOMES, Outcome
 from diagbench.records import AttemptRecord
 from diagbench.yamlsrc import Src, suggest
@@ -200,7 +200,7 @@ def judge(
 ) -> Verdict:
     """The design.md 3.2 rule: refuted if any deciding attempt matches refuted_if;
     supported if every deciding cell ran and every attempt matches supported_if."""
-    deciding = [_cell_id(c) for c in planned if _params(c) and _selected(_params(c), hypothesis.when)]
+    deciding = [_cell_id(c) for c in planned if _params(c) and selects(hypothesis.when, _params(c))]
     rows: list[DecidingAttempt] = []
     for cell_id in deciding:
         attempts = [r for r in records if r.cell_id == cell_id and r.outcome != Outcome.CANCELLED.value]
@@ -250,10 +250,6 @@ def _params(cell: Cell | Mapping[str, Any]) -> Mapping[str, str]:
     return cell.params if isinstance(cell, Cell) else cell["params"]
 
 
-def _selected(params: Mapping[str, str], selector: Selector) -> bool:
-    return all(params.get(axis) in labels for axis, labels in selector.items())
-
-
 @dataclass(frozen=True)
 class Violation:
     expectation: int
@@ -268,7 +264,7 @@ def check_expectations(expectations: Sequence[Expectation], records: Sequence[At
     out = []
     for exp in expectations:
         for r in records:
-            if r.outcome == Outcome.CANCELLED.value or not _selected(r.params, exp.when):
+            if r.outcome == Outcome.CANCELLED.value or not selects(exp.when, r.params):
                 continue
             if not any(c.holds(r) for c in exp.outcome):
                 got = f"{r.outcome}:{r.failure_class}" if r.failure_class else r.outcome

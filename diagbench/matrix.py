@@ -12,7 +12,6 @@ from diagbench.errors import UserError
 from diagbench.yamlsrc import Src, suggest
 
 UNSET = "unset"
-_AXIS_KINDS = ("env", "flag", "args")
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -59,6 +58,11 @@ class Axis:
 Selector = Mapping[str, tuple[str, ...]]  # axis -> accepted labels
 
 
+def selects(selector: Selector, params: Mapping[str, str]) -> bool:
+    """Whether a cell's labels fall inside a `when`/`exclude`/`--only` selector."""
+    return all(params.get(axis) in labels for axis, labels in selector.items())
+
+
 @dataclass(frozen=True)
 class Cell:
     """One launch configuration of the matrix."""
@@ -75,7 +79,7 @@ class Cell:
         return _SLUG_UNSAFE.sub("_", text)[:120]
 
     def matches(self, selector: Selector) -> bool:
-        return all(self.params.get(axis) in labels for axis, labels in selector.items())
+        return selects(selector, self.params)
 
 
 # -- parsing ----------------------------------------------------------------------------
@@ -96,7 +100,7 @@ def parse_axes(src: Src) -> tuple[list[Axis], list[Src], list[Src]]:
 
 def parse_axis(name: str, src: Src) -> Axis:
     keys = src.mapping(("env", "flag", "args", "values"), what="a mapping with env, flag or args, and values")
-    kinds = [k for k in _AXIS_KINDS if k in keys]
+    kinds = [k.value for k in AxisKind if k.value in keys]
     if len(kinds) != 1:
         found = " and ".join(kinds) or "none of them"
         raise src.error(f"expected exactly one of env, flag, args, got {found}")
@@ -170,7 +174,7 @@ def expand_matrix(axes: Sequence[Axis], include: Sequence[Src], exclude: Sequenc
     excluded = [parse_selector(e, axes) for e in exclude]
     names = [a.name for a in axes]
     combos = [dict(zip(names, labels, strict=True)) for labels in itertools.product(*(a.labels for a in axes))]
-    kept = [c for c in combos if not any(all(c[k] in v for k, v in sel.items()) for sel in excluded)]
+    kept = [c for c in combos if not any(selects(sel, c) for sel in excluded)]
     for entry in include:
         selector = parse_selector(entry, axes)
         missing = [a.name for a in axes if a.name not in selector]

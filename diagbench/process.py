@@ -180,7 +180,7 @@ def _members(server: ServerProcess) -> list[psutil.Process]:
             found[main.pid] = main
         for child in main.children(recursive=True):
             found[child.pid] = child
-    marker = f"{TAG_VAR}={server.launch.tag}".encode() + b"\0"
+    marker = _tag_marker(server.launch.tag) + b"\0"
     me = os.getpid()
     for proc in psutil.process_iter():
         if proc.pid in found or proc.pid == me:
@@ -191,6 +191,10 @@ def _members(server: ServerProcess) -> list[psutil.Process]:
             if os.getpgid(proc.pid) == server.pid or marker in _environ_bytes(proc):
                 found[proc.pid] = proc
     return list(found.values())
+
+
+def _tag_marker(tag: str) -> bytes:
+    return f"{TAG_VAR}={tag}".encode()
 
 
 def _environ_bytes(proc: psutil.Process) -> bytes:
@@ -247,7 +251,7 @@ def port_holder(port: int) -> str | None:
 
 def sweep_tagged(tag_prefix: str) -> list[int]:
     """Pids of any live process whose tag starts with `tag_prefix` (a safety net for tests)."""
-    marker = f"{TAG_VAR}={tag_prefix}".encode()
+    marker = _tag_marker(tag_prefix)
     out = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):

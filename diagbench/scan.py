@@ -251,48 +251,58 @@ class Scanner:
         candidates: list[tuple[int, int]] = []
         for engine in self._decisive:
             candidates += engine(buf)
-        kept: list[tuple[int, int, int]] = []  # line start, kind rank, signature
+        kept: dict[tuple[int, int, int], _Found] = {}  # (line start, kind rank, signature) -> match
         floor = 0
         for pos, index in sorted(candidates):
-            start = buf.rfind(b"\n", 0, pos) + 1
-            if not self.signatures[index].compiled.search(buf[start : _line_end(buf, start)]):
+            found = self._confirm(buf, buf.rfind(b"\n", 0, pos) + 1, index)
+            if found is None:
                 continue  # a literal or a cross-line candidate that the line itself does not match
-            if start >= floor:  # the last phase line up to and including this line
-                end = _line_end(buf, start)
-                kept += self._last_phase(buf, floor, end)
-                floor = end + 1
-            kept.append((start, self._rank[index], index))
-        kept += self._last_phase(buf, floor, len(buf))
-        return self._confirm(buf, first_line_no, sorted(set(kept)))
+            if found.start >= floor:  # the last phase line up to and including this line
+                kept.update(self._last_phase(buf, floor, found.end))
+                floor = found.end + 1
+            kept[(found.start, self._rank[index], index)] = found
+        kept.update(self._last_phase(buf, floor, len(buf)))
+        return self._number(buf, first_line_no, [kept[key] for key in sorted(kept)])
 
-    def _last_phase(self, buf: bytes, floor: int, top: int) -> list[tuple[int, int, int]]:
+    def _confirm(self, buf: bytes, start: int, index: int) -> _Found | None:
+        """The signature's match on the whole line at `start`, if it really matches."""
+        end = _line_end(buf, start)
+        line = buf[start:end]
+        match = self.signatures[index].compiled.search(line)
+        return _Found(start, end, line, index, match) if match is not None else None
+
+    def _last_phase(self, buf: bytes, floor: int, top: int) -> dict[tuple[int, int, int], _Found]:
         """The last line in buf[floor:top] (whole lines) that a phase signature matches."""
-        if not self._phases:
-            return []
-        while top > floor:
+        while self._phases and top > floor:
             low = max(floor, buf.rfind(b"\n", floor, max(floor, top - PHASE_BLOCK)) + 1)
-            block = buf[low:top]
             found: list[tuple[int, int]] = []
             for engine in self._phases:
-                found += engine(block)
+                found += engine(buf[low:top])
             for pos, index in sorted(found, reverse=True):
-                start = block.rfind(b"\n", 0, pos) + 1
-                if self.signatures[index].compiled.search(block[start : _line_end(block, start)]):
-                    return [(low + start, self._rank[index], index)]
+                hit = self._confirm(buf, buf.rfind(b"\n", 0, low + pos) + 1, index)
+                if hit is not None:
+                    return {(hit.start, self._rank[index], index): hit}
             top = low
-        return []
+        return {}
 
-    def _confirm(self, buf: bytes, first_line_no: int, kept: list[tuple[int, int, int]]) -> list[Hit]:
+    def _number(self, buf: bytes, first_line_no: int, found: list[_Found]) -> list[Hit]:
+        """Line numbers for the confirmed matches, counted once, front to back."""
         hits: list[Hit] = []
         line_no, counted_to = first_line_no, 0
-        for start, _rank, index in kept:
-            line_no += buf.count(b"\n", counted_to, start)
-            counted_to = start
-            line = buf[start : _line_end(buf, start)]
-            found = self.signatures[index].compiled.search(line)
-            if found is not None:
-                hits.append(Hit(self.signatures[index], line_no, line, found))
+        for item in found:
+            line_no += buf.count(b"\n", counted_to, item.start)
+            counted_to = item.start
+            hits.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
         return hits
+
+
+@dataclass(frozen=True)
+class _Found:
+    start: int
+    end: int
+    line: bytes
+    index: int
+    match: re.Match[bytes]
 
 
 def _line_end(buf: bytes, start: int) -> int:

@@ -3,7 +3,6 @@ against the manifest's own (pre-registered) copy of the hypotheses."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,7 +86,3 @@ def exit_code(view: RunView, strict: bool) -> int:
     if strict and any(v.verdict != "supported" for v in view.verdicts):
         return 1
     return 0
-
-
-def cancelled_attempts(records: Sequence[AttemptRecord]) -> int:
-    return sum(1 for r in records if r.outcome == "cancelled")
