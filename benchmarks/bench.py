@@ -25,11 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from conftest import fake_command, write_spec  # noqa: E402
-from diagbench.classify import classify_file  # noqa: E402
-from diagbench.runner import RunOptions, execute  # noqa: E402
-from diagbench.scan import hyperscan, required_literals  # noqa: E402
-from diagbench.signatures import builtin_packs, expand, load_packs  # noqa: E402
-from diagbench.spec import load_spec  # noqa: E402
+from diagbench.execute.events import QuietEvents  # noqa: E402
+from diagbench.execute.pipeline import RunOptions, execute  # noqa: E402
+from diagbench.logs.classify import classify_file  # noqa: E402
+from diagbench.logs.scan import hyperscan, required_literals  # noqa: E402
+from diagbench.logs.signatures import builtin_packs, expand, load_packs  # noqa: E402
+from diagbench.spec.load import load_spec  # noqa: E402
 from genlog import generate  # noqa: E402
 
 
@@ -41,7 +42,7 @@ def pct(values: list[float], p: float) -> float:
 def run_spec(folder: Path, server: dict, matrix: dict | None = None, repeat: int = 1):
     folder.mkdir(parents=True, exist_ok=True)
     spec = load_spec(write_spec(folder, server, matrix))
-    return execute(spec, RunOptions(folder / "runs", repeat=repeat), lambda *a: None, lambda *a: None)
+    return execute(spec, RunOptions(folder / "runs", repeat=repeat), QuietEvents())
 
 
 def bench_latency(n: int) -> None:

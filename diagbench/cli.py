@@ -83,19 +83,19 @@ def run(
     resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
-    from diagbench.live import Progress
-    from diagbench.report import render_junit, render_markdown, render_table
-    from diagbench.runner import RunOptions, execute
-    from diagbench.spec import load_spec
-    from diagbench.store import load_run
-    from diagbench.view import exit_code, view_of
+    from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.live import Progress
+    from diagbench.render.report import render_junit, render_markdown, render_table
+    from diagbench.spec.load import load_spec
 
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
     progress = Progress(out)
     options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
     try:
-        result = guarded(lambda: execute(loaded_spec, options, progress.event, progress.opened))
+        result = guarded(lambda: execute(loaded_spec, options, progress))
     finally:
         progress.close()
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))
@@ -121,8 +121,8 @@ def plan(
     only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
-    from diagbench.plan import render_plan
-    from diagbench.spec import load_spec
+    from diagbench.render.plan import render_plan
+    from diagbench.spec.load import load_spec
 
     loaded = guarded(lambda: load_spec(spec))
     out.print(guarded(lambda: render_plan(loaded, only or [])), markup=False)
@@ -135,9 +135,9 @@ def report(
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
-    from diagbench.report import render_json, render_junit, render_markdown, render_table
-    from diagbench.store import load_run
-    from diagbench.view import exit_code, view_of
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 
     view = guarded(lambda: view_of(load_run(run_dir)))
     if format is Format.table:
@@ -156,8 +156,8 @@ def classify(
     engine: Annotated[str, typer.Option(help="auto, hyperscan or re")] = "auto",
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
-    from diagbench.classify import classify_file, context
-    from diagbench.signatures import load_packs
+    from diagbench.logs.classify import classify_file, context
+    from diagbench.logs.signatures import load_packs
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     result = guarded(lambda: classify_file(logfile, sigs, engine))
@@ -186,7 +186,7 @@ def list_signatures(
     from rich.table import Table
     from rich.text import Text
 
-    from diagbench.signatures import load_packs
+    from diagbench.logs.signatures import load_packs
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     table = Table("pack", "id", "kind", "class", "priority", "pattern")
@@ -202,9 +202,10 @@ def diff(
     run_b: Annotated[Path, typer.Argument(help="the later run")],
 ) -> None:
     """Cells whose outcome or class changed, and hypotheses whose verdict changed."""
-    from diagbench.diff import diff_runs, render_diff
-    from diagbench.store import load_run
-    from diagbench.view import view_of
+    from diagbench.judge.diff import diff_runs
+    from diagbench.judge.view import view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.diff import render_diff
 
     a = guarded(lambda: view_of(load_run(run_a)))
     b = guarded(lambda: view_of(load_run(run_b)))
@@ -215,7 +216,7 @@ def diff(
 
 def _pack_names(option: str | None) -> list[str]:
     """--signatures sglang,./mine.yaml; every built-in pack when not given."""
-    from diagbench.signatures import builtin_packs
+    from diagbench.logs.signatures import builtin_packs
 
     return [n.strip() for n in option.split(",") if n.strip()] if option else builtin_packs()
 

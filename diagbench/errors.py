@@ -3,7 +3,9 @@
     DiagbenchError           anything diagbench raises on purpose
     └── UserError            the user's input is unusable: exit 2, one message, no traceback
         ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
-        └── RunDirError      a run directory that cannot be read back
+        ├── RunDirError      a run directory that cannot be used or read back
+        │   └── RecordError  one record (result.json, manifest.json) unreadable: named, never hiding the rest
+        └── LaunchError      a server that could not be started (recorded as the outcome `launch_error`)
 
 Any other exception is diagbench's own failure: exit 3, with its traceback (a bug report).
 
@@ -35,3 +37,14 @@ class SpecError(UserError):
 
 class RunDirError(UserError):
     """A run directory that does not exist or holds no readable records."""
+
+
+class RecordError(RunDirError):
+    """A record that cannot be read: malformed, mistyped, or written by a newer diagbench."""
+
+
+class LaunchError(UserError):
+    """A server that could not be started at all: missing program, bad cwd, port taken.
+
+    Raised inside one attempt and recorded there as the outcome `launch_error`; it only
+    reaches the user as a message when no attempt could start."""

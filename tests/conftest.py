@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from diagbench.process import sweep_tagged
-from diagbench.records import AttemptRecord
-from diagbench.runner import RunOptions, RunResult, execute
-from diagbench.spec import load_spec
+from diagbench.execute.pipeline import RunOptions, RunResult, execute
+from diagbench.launch.process import sweep_tagged
+from diagbench.records.record import AttemptRecord
+from diagbench.spec.load import load_spec
 
 FAKE = Path(__file__).parent / "fakeserver.py"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,6 +58,19 @@ class Runs:
             self.hook(kind, item.name, payload)
         self.events.append((kind, item.name, payload))
 
+    # the pipeline's RunEvents protocol, recorded as (kind, attempt, payload)
+    def on_open(self, run_dir: Any, planned: Any) -> None:
+        return None
+
+    def on_start(self, item: Any, slot: Any) -> None:
+        self._event("start", item, None)
+
+    def on_phase(self, item: Any, phase: str) -> None:
+        self._event("phase", item, phase)
+
+    def on_done(self, item: Any, record: Any) -> None:
+        self._event("done", item, record)
+
     def run(self, spec_path: Path, **kw: Any) -> RunResult:
         spec = load_spec(spec_path)
         options = RunOptions(
@@ -68,7 +81,7 @@ class Runs:
             kw.pop("parallel", 1),
             kw.pop("resume", None),
         )
-        result = execute(spec, options, self._event, lambda run_dir, planned: None)
+        result = execute(spec, options, self)
         self.last = result
         return result
 

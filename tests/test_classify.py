@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from diagbench.classify import classify_file
-from diagbench.signatures import builtin_packs, load_packs
+from diagbench.logs.classify import classify_file
+from diagbench.logs.signatures import builtin_packs, load_packs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED = yaml.safe_load((FIXTURES / "expected.yaml").read_text())
@@ -96,9 +96,9 @@ def test_run_decides_a_replayed_log_as_classify_does(runs, name: str) -> None:
         assert r.outcome == "timeout"
         return
     if weak:
-        assert (r.outcome, r.exit_code, r.evidence["line_no"]) == ("crashed", 1, want["line_no"])
+        assert (r.outcome, r.exit_code, r.evidence.line_no) == ("crashed", 1, want["line_no"])
         return
-    assert (r.outcome, r.failure_class, r.evidence["line_no"]) == (
+    assert (r.outcome, r.failure_class, r.evidence.line_no) == (
         want["outcome"],
         want["failure_class"],
         want["line_no"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from diagbench import gpu
+from diagbench.launch import gpu
 
 
 def test_waits_until_memory_returns_to_baseline():

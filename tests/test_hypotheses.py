@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from diagbench.hypotheses import Condition, Expectation, Hypothesis, check_expectations, judge
-from diagbench.records import AttemptRecord
+from diagbench.judge.verdicts import check_expectations, judge
+from diagbench.records.record import AttemptRecord
+from diagbench.spec.hypotheses import Condition, Expectation, Hypothesis
+from diagbench.spec.matrix import CellRow
 
 CELLS = [
-    {"cell_id": "kernel=stock,compile=on", "params": {"kernel": "stock", "compile": "on"}},
-    {"cell_id": "kernel=mma,compile=on", "params": {"kernel": "mma", "compile": "on"}},
-    {"cell_id": "kernel=stock,compile=off", "params": {"kernel": "stock", "compile": "off"}},
+    CellRow("kernel=stock,compile=on", {"kernel": "stock", "compile": "on"}),
+    CellRow("kernel=mma,compile=on", {"kernel": "mma", "compile": "on"}),
+    CellRow("kernel=stock,compile=off", {"kernel": "stock", "compile": "off"}),
 ]
 ON = Hypothesis(
     id="h",
@@ -21,7 +23,7 @@ ON = Hypothesis(
 
 
 def rec(cell: str, outcome: str, cls: str | None = None, repeat: int = 1) -> AttemptRecord:
-    params = next(c["params"] for c in CELLS if c["cell_id"] == cell)
+    params = next(c.params for c in CELLS if c.id == cell)
     evidence = {"line_no": 3, "text": f"{outcome} line"} if outcome in ("ready", "failed") else None
     return AttemptRecord(
         cell_id=cell,

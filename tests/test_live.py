@@ -7,11 +7,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from diagbench.attempt import PlannedAttempt
-from diagbench.live import Progress
-from diagbench.records import AttemptRecord
-from diagbench.spec import load_spec
-from diagbench.store import RunDir
+from diagbench.execute.slots import Slot
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir
+from diagbench.render.live import Progress
+from diagbench.spec.load import load_spec
+from diagbench.spec.plan import PlannedAttempt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,10 +22,10 @@ def drive(terminal: bool) -> str:
     planned = [PlannedAttempt(cell, 1) for cell in spec.cells]
     buffer = io.StringIO()
     progress = Progress(Console(file=buffer, force_terminal=terminal, width=160, color_system=None))
-    progress.opened(RunDir(Path("/tmp/x")), planned)
+    progress.on_open(RunDir(Path("/tmp/x")), planned)
     first = planned[0]
-    progress.event("start", first, None)
-    progress.event("phase", first, "capture bs=32")
+    progress.on_start(first, Slot(0))
+    progress.on_phase(first, "capture bs=32")
     record = AttemptRecord(
         cell_id=first.cell.id,
         repeat=1,
@@ -37,7 +38,7 @@ def drive(terminal: bool) -> str:
         time_to_outcome_s=0.7,
         evidence={"line_no": 29, "text": "Exception: Capture cuda graph failed"},
     )
-    progress.event("done", first, record)
+    progress.on_done(first, record)
     progress.close()
     return buffer.getvalue()
 

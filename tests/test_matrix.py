@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from diagbench.errors import UserError
-from diagbench.matrix import parse_only, select_cells
-from diagbench.spec import load_spec
+from diagbench.spec.load import load_spec
+from diagbench.spec.matrix import parse_only, select_cells
 
 SPEC = """\
 name: m

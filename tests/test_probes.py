@@ -7,7 +7,7 @@ import select
 
 import httpx
 
-from diagbench.probes import HttpProbe
+from diagbench.launch.probes import HttpProbe
 
 
 def probe_with(handler) -> tuple[HttpProbe, int]:

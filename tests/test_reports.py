@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from diagbench.hypotheses import Condition, Hypothesis, hypotheses_sha256
-from diagbench.records import AttemptRecord
-from diagbench.report import render_json, render_junit, render_markdown, render_table
-from diagbench.store import RunDir, load_run
-from diagbench.view import view_of
+from diagbench.judge.view import view_of
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir, load_run
+from diagbench.render.report import render_json, render_junit, render_markdown, render_table
+from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
 
 GOLDEN = Path(__file__).parent / "golden"
 HYPS = [

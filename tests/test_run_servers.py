@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from conftest import fake_command
+from diagbench.vocab import Evidence
 
 READY = "The server is fired up and ready to roll!"
 FAST = 2.0  # decided long before the 20 s timeout
@@ -19,7 +20,7 @@ FAST = 2.0  # decided long before the 20 s timeout
 def test_ready_line_on_stdout(runs):
     r = runs.one({"command": fake_command("out=Load weight begin. avail mem=10 GB", f"out={READY}", "hang")})
     assert r.outcome == "ready"
-    assert r.evidence == {"line_no": 2, "text": READY}
+    assert r.evidence == Evidence(2, READY)
     assert r.signature == "sglang.ready"
     assert r.phase == "load"
     assert r.time_to_outcome_s < FAST
@@ -28,13 +29,13 @@ def test_ready_line_on_stdout(runs):
 def test_ready_only_on_stderr(runs):
     r = runs.one({"command": fake_command(f"err={READY}", "hang")})
     assert r.outcome == "ready"
-    assert r.evidence["text"] == READY
+    assert r.evidence.text == READY
 
 
 def test_ready_line_split_across_writes(runs):
     r = runs.one({"command": fake_command("out=starting", f"split={READY}", "hang")})
     assert r.outcome == "ready"
-    assert r.evidence == {"line_no": 2, "text": READY}
+    assert r.evidence == Evidence(2, READY)
 
 
 def test_error_then_hang_fails_at_once(runs):
@@ -66,7 +67,7 @@ def test_progress_bar_then_wrapped_capture_failure(runs):
     assert r.signature == "sglang.capture_failed"
     assert r.secondary_classes == []  # the root cause is a capture error too
     assert r.phase == "capture bs=141"
-    assert r.evidence["text"].startswith("Exception: Capture cuda graph failed")
+    assert r.evidence.text.startswith("Exception: Capture cuda graph failed")
     assert r.time_to_outcome_s < FAST
 
 
@@ -85,7 +86,7 @@ def test_double_forked_daemon_ignoring_sigterm_is_killed(runs, tmp_path):
     assert r.outcome == "ready"
     daemon_pid = int(pidfile.read_text())
     assert not psutil.pid_exists(daemon_pid) or psutil.Process(daemon_pid).status() == psutil.STATUS_ZOMBIE
-    killed = {k["pid"]: k["signal"] for k in r.killed}
+    killed = {k.pid: k.signal for k in r.killed}
     assert killed.get(daemon_pid) == "SIGKILL"
     assert r.left_behind == []
     assert r.teardown_s < 0.5 + 2
@@ -301,7 +302,7 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
     import sys
 
     from conftest import write_spec
-    from diagbench.process import sweep_tagged
+    from diagbench.launch.process import sweep_tagged
 
     spec = write_spec(
         tmp_path,
@@ -336,7 +337,7 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
 def test_ready_line_without_a_line_ending_then_silence(runs):
     r = runs.one({"command": fake_command("out=Load weight begin.", f"raw={READY}", "hang")})
     assert r.outcome == "ready"
-    assert r.evidence == {"line_no": 2, "text": READY}
+    assert r.evidence == Evidence(2, READY)
     assert r.time_to_outcome_s < FAST
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from diagbench.scan import LineSplitter, Scanner, hyperscan
-from diagbench.signatures import Kind, Signature, builtin_packs, load_packs
+from diagbench.logs.scan import LineSplitter, Scanner, hyperscan
+from diagbench.logs.signatures import Kind, Signature, builtin_packs, load_packs
 
 SIGS = load_packs(builtin_packs(), Path("."))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from diagbench.errors import SpecError
-from diagbench.spec import load_spec
+from diagbench.spec.load import load_spec
 
 GOOD_SERVER = "server: {command: foo}\n"
 AXIS = "matrix:\n  a: {env: A, values: [1]}\n"

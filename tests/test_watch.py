@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagbench.outcomes import Outcome
-from diagbench.scan import Scanner
-from diagbench.signatures import builtin_packs, load_packs
-from diagbench.watch import ReadyRule, Watch
+from diagbench.logs.scan import Scanner
+from diagbench.logs.signatures import builtin_packs, load_packs
+from diagbench.logs.watch import ReadyRule, Watch
+from diagbench.vocab import Outcome
 
 SCANNER = Scanner(load_packs(builtin_packs(), Path(".")))
 

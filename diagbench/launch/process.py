@@ -17,16 +17,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from diagbench.errors import LaunchError
+from diagbench.records.record import Killed
+
 TAG_VAR = "DIAGBENCH_ATTEMPT"
 KILL_CONFIRM_S = 5.0  # after SIGKILL, how long to wait for the kernel to reap
-
-
-class LaunchError(Exception):
-    """The server could not be started at all (an outcome, `launch_error`)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ def _pidfd(pid: int) -> int | None:
 class Teardown:
     """What stopping the tree took: who got which signal, and who (if anyone) survived."""
 
-    killed: list[dict[str, Any]] = field(default_factory=list)
+    killed: list[Killed] = field(default_factory=list)
     left_behind: list[int] = field(default_factory=list)
     sigterm_at: float | None = None  # epoch seconds of the first SIGTERM
     seconds: float = 0.0
@@ -132,7 +130,7 @@ def stop_tree(server: ServerProcess, grace: float) -> Teardown:
         _send(proc, signal.SIGTERM)
     alive = _wait_gone(procs, grace)
     termed = {p.pid for p in procs} - {p.pid for p in alive}
-    report.killed.extend({"pid": pid, "name": names[pid], "signal": "SIGTERM"} for pid in sorted(termed))
+    report.killed.extend(Killed(pid, names[pid], "SIGTERM") for pid in sorted(termed))
     for _round in range(3):  # survivors, and anything they forked while dying
         alive = list({p.pid: p for p in [*alive, *_members(server)]}.values())
         if not alive:
@@ -141,7 +139,7 @@ def stop_tree(server: ServerProcess, grace: float) -> Teardown:
         for proc in alive:
             names.setdefault(proc.pid, _name(proc))
             _send(proc, signal.SIGKILL)
-        report.killed.extend({"pid": p.pid, "name": names[p.pid], "signal": "SIGKILL"} for p in alive)
+        report.killed.extend(Killed(p.pid, names[p.pid], "SIGKILL") for p in alive)
         alive = _wait_gone(alive, KILL_CONFIRM_S)
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.popen.wait(timeout=KILL_CONFIRM_S)  # reap the main process

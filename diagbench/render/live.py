@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -11,10 +12,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from diagbench.attempt import PlannedAttempt
-from diagbench.records import AttemptRecord
-from diagbench.report import OUTCOME_STYLE, outcome_text
-from diagbench.store import RunDir
+from diagbench.execute.slots import Slot
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir
+from diagbench.render.report import OUTCOME_STYLE
+from diagbench.spec.plan import PlannedAttempt
 
 
 class Progress:
@@ -27,7 +29,7 @@ class Progress:
         self.rows: dict[str, dict[str, Any]] = {}
         self.live: Live | None = None
 
-    def opened(self, run_dir: RunDir, planned: list[PlannedAttempt]) -> None:
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
         self.console.print(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))", highlight=False, markup=False)
         for item in planned:
             self.rows[item.name] = {
@@ -43,35 +45,34 @@ class Progress:
             self.live = Live(self._table(), console=self.console, refresh_per_second=8, get_renderable=self._table)
             self.live.start()
 
-    def event(self, kind: str, item: PlannedAttempt, payload: Any) -> None:
+    def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         with self.lock:
             row = self.rows[item.name]
-            if kind == "start":
-                row["start"] = time.monotonic()
-                row["phase"] = "launching"
-            elif kind == "phase":
-                row["phase"] = payload
-            elif kind == "done":
-                record: AttemptRecord = payload
-                row.update(
-                    outcome=outcome_text(record),
-                    style=OUTCOME_STYLE.get(record.outcome, ""),
-                    end=time.monotonic(),
-                    phase=record.phase or row["phase"],
-                )
+            row["start"] = time.monotonic()
+            row["phase"] = "launching"
             if not self.interactive:
-                self._plain(kind, item, payload)
+                self.console.print(f"[start] {item.name}", highlight=False, markup=False)
 
-    def _plain(self, kind: str, item: PlannedAttempt, payload: Any) -> None:
-        if kind == "start":
-            self.console.print(f"[start] {item.name}", highlight=False, markup=False)
-        elif kind == "done":
-            r: AttemptRecord = payload
-            line = f" {r.evidence['text'][:100]!r}" if r.evidence else f" ({r.reason})"
-            seconds = f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "-"
-            self.console.print(
-                f"[done]  {item.name}: {outcome_text(r)} after {seconds}{line}", highlight=False, markup=False
+    def on_phase(self, item: PlannedAttempt, phase: str) -> None:
+        with self.lock:
+            self.rows[item.name]["phase"] = phase
+
+    def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
+        with self.lock:
+            row = self.rows[item.name]
+            row.update(
+                outcome=record.label,
+                style=OUTCOME_STYLE.get(record.outcome, ""),
+                end=time.monotonic(),
+                phase=record.phase or row["phase"],
             )
+            if not self.interactive:
+                self._plain_done(item, record)
+
+    def _plain_done(self, item: PlannedAttempt, r: AttemptRecord) -> None:
+        line = f" {r.evidence.text[:100]!r}" if r.evidence else f" ({r.reason})"
+        seconds = f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "-"
+        self.console.print(f"[done]  {item.name}: {r.label} after {seconds}{line}", highlight=False, markup=False)
 
     def _table(self) -> Table:
         table = Table(expand=False)

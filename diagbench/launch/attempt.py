@@ -5,35 +5,33 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
-import shlex
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from diagbench.matrix import Cell
-from diagbench.outcomes import Outcome
-from diagbench.probes import HttpProbe
-from diagbench.process import (
-    TAG_VAR,
+from diagbench.errors import LaunchError
+from diagbench.launch.command import build_command, build_env, probe_url
+from diagbench.launch.probes import HttpProbe
+from diagbench.launch.process import (
     Launch,
-    LaunchError,
     ServerProcess,
     Teardown,
     free_port,
     port_holder,
     stop_tree,
 )
-from diagbench.records import AttemptRecord
-from diagbench.scan import LineSplitter, Scanner
-from diagbench.spec import ServerSpec
-from diagbench.store import redact, redact_argv
-from diagbench.watch import Decision, ReadyRule, Watch
+from diagbench.logs.scan import LineSplitter, Scanner
+from diagbench.logs.watch import Decision, ReadyRule, Watch
+from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import redact, redact_argv
+from diagbench.spec.load import ServerSpec
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
 
 READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
@@ -42,53 +40,7 @@ PROBE_JOIN_S = 5.0
 PROVISIONAL_MAX = 1 << 16  # longer unfinished lines wait for their ending (no quadratic rescans)
 
 
-@dataclass(frozen=True)
-class PlannedAttempt:
-    cell: Cell
-    repeat: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.cell.index:03d}-{self.cell.slug}-r{self.repeat}"
-
-
 PhaseCallback = Callable[[PlannedAttempt, str], None]
-
-
-def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str, ...]:
-    def fill(token: str) -> str:
-        return token.replace("{port}", str(port)).replace("{python}", sys.executable)
-
-    if server.shell:
-        extra = " ".join(shlex.quote(fill(t)) for t in cell.args)
-        return (fill(server.command[0]) + (" " + extra if extra else ""),)
-    return tuple(fill(t) for t in (*server.command, *cell.args))
-
-
-def build_env(
-    server: ServerSpec, cell: Cell, port: int, tag: str, caches: Path | None = None
-) -> tuple[dict[str, str], dict[str, str | None]]:
-    """The full environment, and the changes made to the inherited one (for the record)."""
-    changes: dict[str, str | None] = {"PYTHONUNBUFFERED": "1"}  # so Python servers' lines arrive as written
-    if caches is not None:  # compile caches of this attempt alone: no cell reuses another's kernels
-        changes.update({var: str(caches / var.lower()) for var in server.fresh_caches})
-    changes.update({k: v.replace("{port}", str(port)) for k, v in server.env.items()})
-    changes.update({k: (v.replace("{port}", str(port)) if v is not None else None) for k, v in cell.env.items()})
-    env = dict(os.environ)
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    env[TAG_VAR] = tag
-    return env, changes
-
-
-def probe_url(ready_http: str, port: int) -> str:
-    """A path is asked of 127.0.0.1:{port}; a full URL (say http://[::1]:{port}/health) as written."""
-    if ready_http.startswith("/"):
-        return f"http://127.0.0.1:{port}{ready_http}"
-    return ready_http.replace("{port}", str(port))
 
 
 class _Reader:
@@ -243,15 +195,14 @@ def _supervise(
 def _record(
     base: dict[str, Any], decision: Decision, watch: Watch, reader: _Reader, teardown: Teardown, t0: float
 ) -> AttemptRecord:
-    evidence = decision.evidence
     return AttemptRecord(
         **base,
-        outcome=decision.outcome.value,
+        outcome=decision.outcome,
         reason=decision.reason,
         failure_class=decision.failure_class,
         secondary_classes=list(decision.secondary_classes),
         signature=decision.signature,
-        evidence={"line_no": evidence.line_no, "text": evidence.text} if evidence else None,
+        evidence=decision.evidence,
         exit_code=decision.exit_code,
         signal=decision.signal,
         phase=watch.phase,
@@ -339,7 +290,7 @@ def _launch_error(base: dict[str, Any], reason: str, t0: float) -> AttemptRecord
     elapsed = round(time.monotonic() - t0, 4)
     return AttemptRecord(
         **base,
-        outcome=Outcome.LAUNCH_ERROR.value,
+        outcome=Outcome.LAUNCH_ERROR,
         reason=reason,
         time_to_outcome_s=elapsed,
         duration_s=elapsed,

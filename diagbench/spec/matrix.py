@@ -7,9 +7,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from diagbench.errors import UserError
-from diagbench.yamlsrc import Src, suggest
+from diagbench.spec.yamlsrc import Src, suggest
 
 UNSET = "unset"
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -61,6 +62,24 @@ Selector = Mapping[str, tuple[str, ...]]  # axis -> accepted labels
 def selects(selector: Selector, params: Mapping[str, str]) -> bool:
     """Whether a cell's labels fall inside a `when`/`exclude`/`--only` selector."""
     return all(params.get(axis) in labels for axis, labels in selector.items())
+
+
+class CellRef(Protocol):
+    """A cell as judging needs it: its id and labels."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def params(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """A cell as a manifest keeps it (judging a stored run needs no more)."""
+
+    id: str
+    params: Mapping[str, str]
 
 
 @dataclass(frozen=True)

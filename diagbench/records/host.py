@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diagbench import __version__, gpu
-from diagbench.store import redact_argv
+from diagbench import __version__
+from diagbench.launch import gpu
+from diagbench.records.redact import redact_argv
 
 
 def collect(cwd: Path) -> dict[str, Any]:

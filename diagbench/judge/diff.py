@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagbench.records import AttemptRecord
-from diagbench.report import outcome_text
-from diagbench.view import RunView
+from diagbench.judge.view import RunView
+from diagbench.records.record import AttemptRecord
 
 
 @dataclass
@@ -20,7 +19,7 @@ def _by_cell(records: list[AttemptRecord]) -> dict[str, str]:
     """One word per cell: its outcome, or the outcomes of its repeats joined."""
     out: dict[str, list[str]] = {}
     for r in records:
-        out.setdefault(r.cell_id, []).append(outcome_text(r))
+        out.setdefault(r.cell_id, []).append(r.label)
     return {cell: "/".join(sorted(set(words))) for cell, words in out.items()}
 
 
@@ -39,16 +38,3 @@ def diff_runs(a: RunView, b: RunView) -> Changes:
         if old_v.get(hid) != new_v.get(hid):
             changes.verdicts.append((hid, old_v.get(hid, "absent"), new_v.get(hid, "absent")))
     return changes
-
-
-def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
-    lines = [f"{a.run_id} -> {b.run_id}"]
-    if not changes.cells and not changes.verdicts:
-        return lines[0] + "\nno change in outcomes or verdicts"
-    for cell, old, new in changes.cells:
-        mark = "REGRESSION " if old == "ready" and new != "not run" else ""
-        lines.append(f"  {mark}cell {cell}: {old} -> {new}")
-    for hid, old, new in changes.verdicts:
-        lines.append(f"  hypothesis {hid}: {old} -> {new}")
-    lines.append(f"{changes.regressions} regression(s)")
-    return "\n".join(lines)

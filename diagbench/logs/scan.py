@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagbench.signatures import Kind, Signature, expand
+from diagbench.logs.signatures import Kind, Signature, expand
 
 if sys.version_info >= (3, 11):
     from re import _constants as _sre

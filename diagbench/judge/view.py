@@ -7,17 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagbench.hypotheses import (
-    Expectation,
-    Hypothesis,
-    Verdict,
-    Violation,
-    check_expectations,
-    hypotheses_sha256,
-    judge,
-)
-from diagbench.records import AttemptRecord
-from diagbench.store import LoadedRun
+from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import LoadedRun
+from diagbench.spec.hypotheses import Expectation, Hypothesis, hypotheses_sha256
+from diagbench.spec.matrix import CellRow
+from diagbench.vocab import ExitCode, Outcome, VerdictWord
 
 LOG_TAIL_BYTES = 8192
 
@@ -41,7 +36,7 @@ class RunView:
 
     @property
     def complete(self) -> bool:
-        done = {r.attempt for r in self.records if r.outcome != "cancelled"}
+        done = {r.attempt for r in self.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
         return all(a["attempt"] in done for a in self.planned)
 
 
@@ -49,7 +44,7 @@ def view_of(loaded: LoadedRun) -> RunView:
     manifest = loaded.manifest
     hypotheses = [Hypothesis.from_json(h) for h in manifest.get("hypotheses", [])]
     expectations = [Expectation.from_json(i, e) for i, e in enumerate(manifest.get("expect", []))]
-    cells = manifest.get("cells", [])
+    cells = [CellRow(str(c["cell_id"]), dict(c["params"])) for c in manifest.get("cells", [])]
     spec = manifest.get("spec", {})
     return RunView(
         run_id=str(manifest.get("run_id", loaded.path.name)),
@@ -79,10 +74,10 @@ def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
         return ""
 
 
-def exit_code(view: RunView, strict: bool) -> int:
+def exit_code(view: RunView, strict: bool) -> ExitCode:
     """0 all expectations held; 1 one was violated (with strict: or a hypothesis not supported)."""
     if view.violations:
-        return 1
-    if strict and any(v.verdict != "supported" for v in view.verdicts):
-        return 1
-    return 0
+        return ExitCode.EXPECT_VIOLATED
+    if strict and any(v.verdict is not VerdictWord.SUPPORTED for v in view.verdicts):
+        return ExitCode.EXPECT_VIOLATED
+    return ExitCode.OK

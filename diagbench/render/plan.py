@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from diagbench.attempt import build_command
-from diagbench.matrix import parse_only, select_cells
-from diagbench.spec import Spec
+from diagbench.launch.command import build_command
+from diagbench.spec.load import Spec
+from diagbench.spec.matrix import parse_only, select_cells
 
 
 def render_plan(spec: Spec, only: Sequence[str]) -> str:

@@ -5,37 +5,33 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from diagbench.matrix import Axis, Cell, parse_selector, selects
-from diagbench.outcomes import FAILURE_CLASSES, OUTCOMES, Outcome
-from diagbench.records import AttemptRecord
-from diagbench.yamlsrc import Src, suggest
+from diagbench.spec.matrix import Axis, Cell, parse_selector
+from diagbench.spec.yamlsrc import Src, suggest
+from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, Outcome, outcome_label
 
-VERDICTS = ("supported", "refuted", "inconclusive")
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
-_UNDECIDED = {
-    Outcome.TIMEOUT.value: "timed out",
-    Outcome.LAUNCH_ERROR.value: "launch error",
-    Outcome.CANCELLED.value: "cancelled",
-}
 
 
 @dataclass(frozen=True)
 class Condition:
     """An outcome, optionally narrowed to a failure class: `failed:oom`."""
 
-    outcome: str
+    outcome: Outcome
     failure_class: str | None = None
 
-    def holds(self, record: AttemptRecord) -> bool:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "outcome", Outcome(self.outcome))
+
+    def holds(self, record: Ended) -> bool:
         if record.outcome != self.outcome:
             return False
         return self.failure_class is None or self.failure_class == record.failure_class
 
     def __str__(self) -> str:
-        return f"{self.outcome}:{self.failure_class}" if self.failure_class else self.outcome
+        return outcome_label(self.outcome, self.failure_class)
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,7 @@ class Expectation:
 
 def _condition_of(text: str) -> Condition:
     outcome, _, cls = text.partition(":")
-    return Condition(outcome, cls or None)
+    return Condition(Outcome(outcome), cls or None)
 
 
 def hypotheses_sha256(hypotheses: Sequence[Hypothesis]) -> str:
@@ -105,13 +101,13 @@ def parse_conditions(src: Src) -> tuple[Condition, ...]:
     for item in src.items_or_one():
         text = item.string("an outcome")
         outcome, _, cls = text.partition(":")
-        if outcome not in OUTCOMES:
-            raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, OUTCOMES))
+        if outcome not in CONDITION_OUTCOMES:
+            raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
         if cls and cls not in FAILURE_CLASSES:
             raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
         if cls and outcome != Outcome.FAILED.value:
             raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-        out.append(Condition(outcome, cls or None))
+        out.append(Condition(Outcome(outcome), cls or None))
     return tuple(out)
 
 
@@ -155,118 +151,3 @@ def parse_expectations(src: Src, axes: Sequence[Axis], cells: Sequence[Cell]) ->
         when = _selecting(keys["when"], axes, cells) if "when" in keys else {}
         out.append(Expectation(index, when, parse_conditions(keys["outcome"])))
     return tuple(out)
-
-
-# -- judging ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DecidingAttempt:
-    cell_id: str
-    attempt: str | None
-    repeat: int | None
-    outcome: str | None  # None: not run
-    failure_class: str | None
-    evidence: Mapping[str, Any] | None
-    matched: str  # supported | refuted | neither | not run
-
-
-@dataclass(frozen=True)
-class Verdict:
-    id: str
-    claim: str
-    verdict: str
-    reason: str
-    meaning: str | None
-    deciding: tuple[DecidingAttempt, ...]
-
-    @property
-    def evidence(self) -> dict[str, Any] | None:
-        """The deciding line: of the first attempt that matched the verdict."""
-        for row in self.deciding:
-            if row.matched == self.verdict and row.evidence:
-                return {"cell_id": row.cell_id, "attempt": row.attempt, **row.evidence}
-        return None
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["deciding_cells"] = data.pop("deciding")
-        data["evidence"] = self.evidence
-        return data
-
-
-def judge(
-    hypothesis: Hypothesis, planned: Sequence[Cell | Mapping[str, Any]], records: Sequence[AttemptRecord]
-) -> Verdict:
-    """The design.md 3.2 rule: refuted if any deciding attempt matches refuted_if;
-    supported if every deciding cell ran and every attempt matches supported_if."""
-    deciding = [_cell_id(c) for c in planned if _params(c) and selects(hypothesis.when, _params(c))]
-    rows: list[DecidingAttempt] = []
-    for cell_id in deciding:
-        attempts = [r for r in records if r.cell_id == cell_id and r.outcome != Outcome.CANCELLED.value]
-        if not attempts:
-            rows.append(DecidingAttempt(cell_id, None, None, None, None, None, "not run"))
-        for r in attempts:
-            matched = (
-                "refuted"
-                if any(c.holds(r) for c in hypothesis.refuted_if)
-                else "supported"
-                if any(c.holds(r) for c in hypothesis.supported_if)
-                else "neither"
-            )
-            rows.append(DecidingAttempt(cell_id, r.attempt, r.repeat, r.outcome, r.failure_class, r.evidence, matched))
-    verdict, reason = _rule(rows)
-    return Verdict(hypothesis.id, hypothesis.claim, verdict, reason, hypothesis.meaning.get(verdict), tuple(rows))
-
-
-def _rule(rows: Sequence[DecidingAttempt]) -> tuple[str, str]:
-    refuting = [r for r in rows if r.matched == "refuted"]
-    if refuting:
-        first = refuting[0]
-        return "refuted", f"{first.cell_id} {_describe(first)}"
-    if not rows:
-        return "inconclusive", "no deciding cell"
-    if all(r.matched == "supported" for r in rows):
-        return "supported", f"all {len(rows)} deciding attempt(s) matched"
-    missing = [f"{r.cell_id} {_undecided(r)}" for r in rows if r.matched != "supported"]
-    return "inconclusive", "; ".join(missing)
-
-
-def _describe(row: DecidingAttempt) -> str:
-    return f"{row.outcome}:{row.failure_class}" if row.failure_class else str(row.outcome)
-
-
-def _undecided(row: DecidingAttempt) -> str:
-    if row.outcome is None:
-        return "not run"
-    return _UNDECIDED.get(row.outcome, f"matched neither ({_describe(row)})")
-
-
-def _cell_id(cell: Cell | Mapping[str, Any]) -> str:
-    return cell.id if isinstance(cell, Cell) else str(cell["cell_id"])
-
-
-def _params(cell: Cell | Mapping[str, Any]) -> Mapping[str, str]:
-    return cell.params if isinstance(cell, Cell) else cell["params"]
-
-
-@dataclass(frozen=True)
-class Violation:
-    expectation: int
-    cell_id: str
-    attempt: str
-    wanted: str
-    got: str
-
-
-def check_expectations(expectations: Sequence[Expectation], records: Sequence[AttemptRecord]) -> list[Violation]:
-    """Every finished attempt a `when` selects must match one of its outcomes."""
-    out = []
-    for exp in expectations:
-        for r in records:
-            if r.outcome == Outcome.CANCELLED.value or not selects(exp.when, r.params):
-                continue
-            if not any(c.holds(r) for c in exp.outcome):
-                got = f"{r.outcome}:{r.failure_class}" if r.failure_class else r.outcome
-                out.append(Violation(exp.index, r.cell_id, r.attempt, " or ".join(map(str, exp.outcome)), got))
-    return out

@@ -17,9 +17,9 @@ import signal as signals
 from collections import deque
 from dataclasses import dataclass, field
 
-from diagbench.outcomes import Outcome
-from diagbench.scan import Hit
-from diagbench.signatures import PREFIX, Kind
+from diagbench.logs.scan import Hit
+from diagbench.logs.signatures import PREFIX, Kind
+from diagbench.vocab import Evidence, Outcome
 
 # A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
 # names the failure without being it. Such lines never decide (seen on the refserver's GPU run).
@@ -30,14 +30,8 @@ ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a gene
 EVIDENCE_CHARS = 500
 
 
-@dataclass(frozen=True)
-class Evidence:
-    line_no: int
-    text: str
-
-    @classmethod
-    def of(cls, hit: Hit) -> Evidence:
-        return cls(hit.line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
+def _evidence(hit: Hit) -> Evidence:
+    return Evidence(hit.line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
 
 
 @dataclass(frozen=True)
@@ -131,7 +125,7 @@ class Watch:
                 exit_code=exit_code,
                 signal=sig,
                 signature=weak.signature.id if weak else None,
-                evidence=Evidence.of(weak) if weak else None,
+                evidence=_evidence(weak) if weak else None,
             )
         )
 
@@ -165,7 +159,7 @@ class Watch:
                 now,
                 failure_class=weak.signature.failure_class,
                 signature=weak.signature.id,
-                evidence=Evidence.of(weak),
+                evidence=_evidence(weak),
             )
         )
 
@@ -211,9 +205,7 @@ class Watch:
         hit = self._ready_hit
         if hit is not None:
             reason = "ready line" + (f" and GET {self.rule.http_path} -> 200" if self.rule.http else "")
-            return self._set(
-                Decision(Outcome.READY, reason, now, signature=hit.signature.id, evidence=Evidence.of(hit))
-            )
+            return self._set(Decision(Outcome.READY, reason, now, signature=hit.signature.id, evidence=_evidence(hit)))
         return self._set(Decision(Outcome.READY, f"GET {self.rule.http_path} -> 200", now, signature="http"))
 
     def _decide_failure(self, now: float) -> Decision:
@@ -237,7 +229,7 @@ class Watch:
                 failure_class=best.signature.failure_class,
                 secondary_classes=tuple(secondary),
                 signature=shown.signature.id,
-                evidence=Evidence.of(shown),
+                evidence=_evidence(shown),
             )
         )
 

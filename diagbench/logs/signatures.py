@@ -1,6 +1,6 @@
 """Signature packs: data files of ready, failure and phase patterns.
 
-A pack is a YAML file (built-in ones live in `diagbench/packs/`; users add their own
+A pack is a YAML file (built-in ones live in `diagbench/logs/packs/`; users add their own
 by path). Each signature has an id, a kind, a pattern, and for failures a class and a
 priority. Patterns match one line; `{prefix}` stands for the per-rank and container
 prefixes real multi-process logs put before a line (`[rank0]:`, `(VllmWorker pid=7)`,
@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 from diagbench.errors import SpecError
-from diagbench.outcomes import FAILURE_CLASSES
-from diagbench.yamlsrc import Src, load_document, suggest
+from diagbench.spec.yamlsrc import Src, load_document, suggest
+from diagbench.vocab import FAILURE_CLASSES
 
 PREFIX = (
     r"(?:\[rank\d+\]:\s*"
@@ -70,7 +70,7 @@ def expand(pattern: str) -> str:
 
 
 def builtin_packs() -> list[str]:
-    folder = resources.files("diagbench") / "packs"
+    folder = resources.files("diagbench.logs") / "packs"
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
@@ -88,7 +88,7 @@ def load_pack(name: str, base: Path) -> list[Signature]:
     else:
         if name not in builtin_packs():
             raise SpecError("signatures", None, "", f"unknown pack '{name}'", suggest(name, builtin_packs()))
-        path = Path(str(resources.files("diagbench") / "packs" / f"{name}.yaml"))
+        path = Path(str(resources.files("diagbench.logs") / "packs" / f"{name}.yaml"))
     root, _ = load_document(path)
     entries = root.mapping(("pack", "description", "signatures"))
     pack = entries["pack"].string() if "pack" in entries else path.stem

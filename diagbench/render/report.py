@@ -11,9 +11,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from diagbench.hypotheses import Verdict
-from diagbench.records import AttemptRecord
-from diagbench.view import RunView
+from diagbench.judge.verdicts import Verdict
+from diagbench.judge.view import RunView
+from diagbench.records.record import AttemptRecord
+from diagbench.vocab import VerdictWord
 
 OUTCOME_STYLE = {
     "ready": "green",
@@ -22,19 +23,17 @@ OUTCOME_STYLE = {
     "timeout": "yellow",
     "launch_error": "magenta",
     "cancelled": "dim",
+    "skipped": "dim",
+    "internal_error": "bold magenta",
 }
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
 LINE_CHARS = 110
 _STAMP = re.compile(r"^(L\d+: )\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
 
 
-def outcome_text(record: AttemptRecord) -> str:
-    return f"{record.outcome}:{record.failure_class}" if record.failure_class else record.outcome
-
-
 def deciding_line(record: AttemptRecord) -> str:
     if record.evidence:
-        return f"L{record.evidence['line_no']}: {_clip(record.evidence['text'])}"
+        return f"L{record.evidence.line_no}: {_clip(record.evidence.text)}"
     return record.reason
 
 
@@ -46,7 +45,7 @@ def _verdict_line(v: Verdict) -> str:
     evidence = v.evidence
     if evidence is None:
         return v.reason
-    return f"{evidence['cell_id']} L{evidence['line_no']}: {_clip(evidence['text'], 90)}"
+    return f"{evidence.cell_id} L{evidence.line_no}: {_clip(evidence.text, 90)}"
 
 
 # -- terminal ---------------------------------------------------------------------------
@@ -62,7 +61,7 @@ def render_table(view: RunView) -> RenderableType:
         cells.add_row(  # Text, never markup: a log line may hold "[rank0]" or "[/x]"
             *(Text(r.params.get(axis, "")) for axis in axes),
             Text(str(r.repeat)),
-            Text(outcome_text(r), style=OUTCOME_STYLE.get(r.outcome, "")),
+            Text(r.label, style=OUTCOME_STYLE.get(r.outcome, "")),
             Text(r.phase or ""),
             Text(f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""),
             Text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
@@ -125,8 +124,7 @@ def render_markdown(view: RunView) -> str:
     for r in view.records:
         seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
         out.append(
-            f"| `{r.cell_id}` | {r.repeat} | {outcome_text(r)} | {r.phase or ''} | {seconds} | "
-            f"{_md(deciding_line(r))} |"
+            f"| `{r.cell_id}` | {r.repeat} | {r.label} | {r.phase or ''} | {seconds} | {_md(deciding_line(r))} |"
         )
     out.append("")
     for violation in view.violations:
@@ -155,7 +153,7 @@ def render_json(view: RunView) -> str:
         "hypotheses_sha256_matches": view.hashes_match,
         "attempts": [r.to_json() for r in view.records],
         "verdicts": [v.to_json() for v in view.verdicts],
-        "violations": [vars(v) for v in view.violations],
+        "violations": [v.to_json() for v in view.violations],
     }
     return json.dumps(data, indent=2) + "\n"
 
@@ -179,17 +177,17 @@ def render_junit(view: RunView) -> str:
                 case, "failure", message=f"wanted {violation.wanted}, got {violation.got}", type="expectation"
             )
             failure.text = deciding_line(r)
-        elif r.outcome == "cancelled":
+        elif not r.outcome.ran:
             ET.SubElement(case, "skipped", message=r.reason or "cancelled")
         ET.SubElement(case, "system-out").text = _xml_safe(view.log_tails.get(r.attempt, ""))
     hyp = ET.SubElement(suites, "testsuite", name=f"{view.spec_name}.hypotheses")
     for v in view.verdicts:
         case = ET.SubElement(hyp, "testcase", classname=f"{view.spec_name}.hypotheses", name=v.id, time="0")
-        if v.verdict == "refuted":
+        if v.verdict is VerdictWord.REFUTED:
             ET.SubElement(
                 case, "failure", message=f"refuted: {v.meaning or v.claim}", type="refuted"
             ).text = _verdict_line(v)
-        elif v.verdict == "inconclusive":
+        elif v.verdict is VerdictWord.INCONCLUSIVE:
             ET.SubElement(case, "skipped", message=f"inconclusive: {v.reason}")
         ET.SubElement(case, "system-out").text = _xml_safe(f"{v.claim}\n{v.verdict}: {v.meaning or ''}")
     for suite in (attempts, hyp):

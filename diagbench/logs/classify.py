@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import UserError
-from diagbench.outcomes import Outcome
-from diagbench.scan import LineSplitter, Scanner
-from diagbench.signatures import Signature
-from diagbench.watch import ReadyRule, Watch
+from diagbench.logs.scan import LineSplitter, Scanner
+from diagbench.logs.signatures import Signature
+from diagbench.logs.watch import ReadyRule, Watch
+from diagbench.vocab import Outcome
 
 CHUNK = 1 << 20
 

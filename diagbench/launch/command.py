@@ -1,0 +1,48 @@
+"""What a launch runs: its argv, its environment, and the URL its readiness probe asks."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from diagbench.launch.process import TAG_VAR
+from diagbench.spec.load import ServerSpec
+from diagbench.spec.matrix import Cell
+
+
+def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str, ...]:
+    def fill(token: str) -> str:
+        return token.replace("{port}", str(port)).replace("{python}", sys.executable)
+
+    if server.shell:
+        extra = " ".join(shlex.quote(fill(t)) for t in cell.args)
+        return (fill(server.command[0]) + (" " + extra if extra else ""),)
+    return tuple(fill(t) for t in (*server.command, *cell.args))
+
+
+def build_env(
+    server: ServerSpec, cell: Cell, port: int, tag: str, caches: Path | None = None
+) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The full environment, and the changes made to the inherited one (for the record)."""
+    changes: dict[str, str | None] = {"PYTHONUNBUFFERED": "1"}  # so Python servers' lines arrive as written
+    if caches is not None:  # compile caches of this attempt alone: no cell reuses another's kernels
+        changes.update({var: str(caches / var.lower()) for var in server.fresh_caches})
+    changes.update({k: v.replace("{port}", str(port)) for k, v in server.env.items()})
+    changes.update({k: (v.replace("{port}", str(port)) if v is not None else None) for k, v in cell.env.items()})
+    env = dict(os.environ)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    env[TAG_VAR] = tag
+    return env, changes
+
+
+def probe_url(ready_http: str, port: int) -> str:
+    """A path is asked of 127.0.0.1:{port}; a full URL (say http://[::1]:{port}/health) as written."""
+    if ready_http.startswith("/"):
+        return f"http://127.0.0.1:{port}{ready_http}"
+    return ready_http.replace("{port}", str(port))

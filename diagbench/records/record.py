@@ -1,0 +1,103 @@
+"""The record of one attempt (`result.json`), as typed data: written by `store`, read by everyone.
+
+Reading is suspicious: a record written by a newer diagbench is refused with that reason,
+and a missing or mistyped field names itself instead of surfacing later as a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from diagbench.errors import RecordError
+from diagbench.vocab import Evidence, Outcome, outcome_label
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Killed:
+    """One process teardown signalled, and with what."""
+
+    pid: int
+    name: str
+    signal: str  # SIGTERM | SIGKILL
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One launch of one cell (the README's `result.json` table)."""
+
+    cell_id: str
+    repeat: int
+    attempt: str  # the folder under cells/
+    params: dict[str, str]
+    command: list[str]
+    env_changes: dict[str, str | None]
+    outcome: Outcome
+    reason: str = ""
+    failure_class: str | None = None
+    secondary_classes: list[str] = field(default_factory=list)
+    signature: str | None = None
+    evidence: Evidence | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    phase: str | None = None
+    time_to_outcome_s: float | None = None
+    duration_s: float | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    log_bytes: int = 0
+    log_lines: int = 0
+    killed: list[Killed] = field(default_factory=list)
+    left_behind: list[int] = field(default_factory=list)  # pids that survived SIGKILL (should be empty)
+    teardown_s: float | None = None
+    sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
+    gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        # records made in code may name the outcome and evidence in their JSON words
+        if not isinstance(self.outcome, Outcome):
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if isinstance(self.evidence, Mapping):
+            object.__setattr__(self, "evidence", Evidence(**self.evidence))
+
+    @property
+    def label(self) -> str:
+        """`failed:oom`, or the outcome alone."""
+        return outcome_label(self.outcome, self.failure_class)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AttemptRecord:
+        """Read a record: fields of newer minor additions are ignored, a newer schema is refused."""
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise RecordError(
+                f"schema_version {version!r}: written by a newer diagbench (this one reads {SCHEMA_VERSION})"
+            )
+        for name, kind in _REQUIRED.items():
+            if not isinstance(data.get(name), kind):
+                raise RecordError(f"field '{name}': expected {_KIND_WORDS[kind]}, got {data.get(name)!r}")
+        try:
+            outcome = Outcome(data["outcome"])
+        except ValueError:
+            raise RecordError(f"field 'outcome': unknown outcome {data['outcome']!r}") from None
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        try:
+            values["evidence"] = Evidence(**data["evidence"]) if data.get("evidence") else None
+            values["killed"] = [Killed(**k) for k in data.get("killed") or []]
+            return cls(**{**values, "outcome": outcome})
+        except TypeError as exc:
+            raise RecordError(f"malformed record: {exc}") from None
+
+
+_REQUIRED: dict[str, type] = {"cell_id": str, "repeat": int, "attempt": str, "params": dict, "outcome": str}
+_KIND_WORDS = {str: "a string", int: "an integer", dict: "a mapping"}

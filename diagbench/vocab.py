@@ -1,0 +1,111 @@
+"""The words diagbench speaks at every seam: outcomes, failure classes, verdicts, match
+results and exit codes. Records, verdicts and reports use these, never bare strings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import Any, Protocol
+
+
+class Outcome(str, Enum):
+    """How one launch ended."""
+
+    READY = "ready"
+    FAILED = "failed"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+    LAUNCH_ERROR = "launch_error"
+    CANCELLED = "cancelled"  # the user interrupted the run
+    SKIPPED = "skipped"  # not launched: it could no longer change a verdict (or an expect failed first)
+    INTERNAL_ERROR = "internal_error"  # diagbench itself failed inside this attempt (a bug to report)
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def ran(self) -> bool:
+        """Whether the attempt has a server outcome to judge (not cancelled, skipped or a diagbench bug)."""
+        return self not in (Outcome.CANCELLED, Outcome.SKIPPED, Outcome.INTERNAL_ERROR)
+
+
+OUTCOMES = tuple(o.value for o in Outcome)
+# what `supported_if`, `refuted_if` and `expect` may name: outcomes a launch can end with
+CONDITION_OUTCOMES = tuple(o.value for o in Outcome if o not in (Outcome.SKIPPED, Outcome.INTERNAL_ERROR))
+
+FAILURE_CLASSES = (
+    "cuda_graph_capture",
+    "oom",
+    "nccl",
+    "port_in_use",
+    "torch_compile",
+    "triton",
+    "illegal_memory_access",
+    "killed",
+    "segfault",
+    "import_error",
+    "other",
+)
+
+
+def outcome_label(outcome: Outcome | str, failure_class: str | None) -> str:
+    """The one way to write "outcome:class" (`failed:oom`), or the outcome alone."""
+    word = outcome.value if isinstance(outcome, Outcome) else outcome
+    return f"{word}:{failure_class}" if failure_class else word
+
+
+class Ended(Protocol):
+    """Anything that ended with an outcome and maybe a class (a record, a probe's result)."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def failure_class(self) -> str | None: ...
+
+
+class VerdictWord(str, Enum):
+    """What the outcomes say about a hypothesis."""
+
+    SUPPORTED = "supported"
+    REFUTED = "refuted"
+    INCONCLUSIVE = "inconclusive"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+VERDICTS = tuple(v.value for v in VerdictWord)
+
+
+class Match(str, Enum):
+    """How one deciding attempt stands against a hypothesis."""
+
+    SUPPORTED = "supported"
+    REFUTED = "refuted"
+    NEITHER = "neither"
+    NOT_RUN = "not run"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every command (the README lists them)."""
+
+    OK = 0  # the run completed and every expect held
+    EXPECT_VIOLATED = 1  # an expect was violated (with --strict, also a hypothesis not supported)
+    USAGE = 2  # the spec, the command line or a run directory is unusable
+    HARNESS = 3  # diagbench itself failed
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The log line that decided: its 1-based number and its text."""
+
+    line_no: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line_no": self.line_no, "text": self.text}
