@@ -1,0 +1,81 @@
+"""The command-line app and what every command shares: the consoles, the error-to-exit mapping."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from diagbench import __version__
+from diagbench.errors import UserError
+from diagbench.vocab import ExitCode
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Find which factor breaks an inference server's launch.",
+)
+out = Console(highlight=False)
+if not out.is_terminal and "COLUMNS" not in os.environ:
+    out = Console(highlight=False, width=160)  # CI logs: wide tables, unbroken lines
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
+T = TypeVar("T")
+
+
+class Format(str, Enum):
+    table = "table"
+    md = "md"
+    json = "json"
+    junit = "junit"
+
+
+def guarded(action: Callable[[], T]) -> T:
+    """Map diagbench's error tree onto exit codes: one message, no traceback for users."""
+    try:
+        return action()
+    except UserError as exc:
+        err.print(f"diagbench: {exc}", markup=False)
+        raise typer.Exit(ExitCode.USAGE) from None
+    except KeyboardInterrupt:
+        err.print("diagbench: interrupted", markup=False)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    except Exception as exc:  # anything but a user mistake is diagbench's own bug
+        err.print(
+            f"diagbench failed (a bug in diagbench, not in your server): {type(exc).__name__}: {exc}", markup=False
+        )
+        err.print(traceback.format_exc(), markup=False)
+        raise typer.Exit(ExitCode.HARNESS) from None
+
+
+def write_report(path: Path, text: str, mode: str, run: Path) -> None:
+    try:
+        with path.open(mode, encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror} (the run itself is recorded in {run})") from None
+
+
+def sigterm_as_interrupt(_signum: int, _frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"diagbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True)] = False) -> None:
+    """diagbench: a matrix of launches, live log classification, pre-registered hypotheses."""
+
+
+def main() -> None:
+    app()

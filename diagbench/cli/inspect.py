@@ -1,0 +1,119 @@
+"""`plan`, `report`, `classify`, `signatures`, `diff`: reading specs, runs and logs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from diagbench.cli.app import Format, app, guarded, out
+from diagbench.vocab import ExitCode
+
+
+@app.command()
+def plan(
+    spec: Annotated[Path, typer.Argument(help="the experiment's YAML spec")],
+    only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
+) -> None:
+    """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.render.plan import render_plan
+    from diagbench.spec.load import load_spec
+
+    loaded = guarded(lambda: load_spec(spec))
+    out.print(guarded(lambda: render_plan(loaded, only or [])), markup=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory, e.g. runs/latest")],
+    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+    strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
+) -> None:
+    """Render a finished or partial run from its records alone (no server needed)."""
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.report import render_json, render_junit, render_markdown, render_table
+
+    view = guarded(lambda: view_of(load_run(run_dir)))
+    if format is Format.table:
+        out.print(render_table(view))
+    else:
+        renderer = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}[format]
+        sys.stdout.write(renderer(view))
+    raise typer.Exit(exit_code(view, strict))
+
+
+@app.command()
+def classify(
+    logfile: Annotated[Path, typer.Argument(help="a server log")],
+    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object (design.md 3.3)")] = False,
+    engine: Annotated[str, typer.Option(help="auto, hyperscan or re")] = "auto",
+) -> None:
+    """Classify an existing log offline, with the same engine as `run`."""
+    from diagbench.logs.classify import classify_file, context
+    from diagbench.logs.signatures import load_packs
+
+    sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
+    result = guarded(lambda: classify_file(logfile, sigs, engine))
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        return
+    label = result.outcome + (f":{result.failure_class}" if result.failure_class else "")
+    out.print(f"outcome: {label}", markup=False)
+    if result.secondary_classes:
+        out.print(f"secondary: {', '.join(result.secondary_classes)}", markup=False)
+    out.print(f"phase reached: {result.phase or '-'}", markup=False)
+    if result.line_no:
+        out.print(f"decided by {result.signature} at line {result.line_no}:", markup=False)
+        for number, text in context(logfile, result.line_no):
+            marker = ">" if number == result.line_no else " "
+            out.print(f"{marker} {number:>7} | {text}", markup=False, soft_wrap=True)
+    else:
+        out.print(f"no ready or failure line in {result.lines} lines", markup=False)
+
+
+@app.command("signatures")
+def list_signatures(
+    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+) -> None:
+    """List the loaded signatures: pack, id, kind, class, priority, pattern."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from diagbench.logs.signatures import load_packs
+
+    sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
+    table = Table("pack", "id", "kind", "class", "priority", "pattern")
+    for s in sigs:
+        row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
+        table.add_row(*(Text(x) for x in row))  # patterns are full of [brackets]: never markup
+    out.print(table, markup=False)
+
+
+@app.command()
+def diff(
+    run_a: Annotated[Path, typer.Argument(help="the earlier run")],
+    run_b: Annotated[Path, typer.Argument(help="the later run")],
+) -> None:
+    """Cells whose outcome or class changed, and hypotheses whose verdict changed."""
+    from diagbench.judge.diff import diff_runs
+    from diagbench.judge.view import view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.diff import render_diff
+
+    a = guarded(lambda: view_of(load_run(run_a)))
+    b = guarded(lambda: view_of(load_run(run_b)))
+    changes = diff_runs(a, b)
+    out.print(render_diff(a, b, changes), markup=False)
+    raise typer.Exit(ExitCode.EXPECT_VIOLATED if changes.regressions else ExitCode.OK)
+
+
+def _pack_names(option: str | None) -> list[str]:
+    """--signatures sglang,./mine.yaml; every built-in pack when not given."""
+    from diagbench.logs.signatures import builtin_packs
+
+    return [n.strip() for n in option.split(",") if n.strip()] if option else builtin_packs()

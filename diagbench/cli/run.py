@@ -1,0 +1,58 @@
+"""`diagbench run`: the matrix, live."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt, write_report
+from diagbench.vocab import ExitCode
+
+
+@app.command()
+def run(
+    spec: Annotated[Path, typer.Argument(help="the experiment's YAML spec")],
+    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus the spec's name")] = None,
+    only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
+    parallel: Annotated[int, typer.Option(min=1, help="cells launched at once")] = 1,
+    strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
+    junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
+    resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
+) -> None:
+    """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
+    from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.live import Progress
+    from diagbench.render.report import render_junit, render_markdown, render_table
+    from diagbench.spec.load import load_spec
+
+    signal.signal(signal.SIGTERM, sigterm_as_interrupt)
+    loaded_spec = guarded(lambda: load_spec(spec))
+    progress = Progress(out)
+    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
+    try:
+        result = guarded(lambda: execute(loaded_spec, options, progress))
+    finally:
+        progress.close()
+    view = guarded(lambda: view_of(load_run(result.run_dir.path)))
+    out.print(render_table(view))
+    if junit is not None:
+        guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        guarded(lambda: write_report(Path(summary), render_markdown(view), "a", view.path))
+    if result.interrupted:
+        err.print("diagbench: interrupted; finished attempts are recorded, the rest are 'cancelled'")
+        raise typer.Exit(ExitCode.INTERRUPTED)
+    if result.harness_errors:
+        for line in result.harness_errors:
+            err.print(f"diagbench failed in {line}", markup=False)
+        raise typer.Exit(ExitCode.HARNESS)
+    raise typer.Exit(exit_code(view, strict))
