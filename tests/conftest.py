@@ -18,15 +18,25 @@ FAKE = Path(__file__).parent / "fakeserver.py"
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+# marker -> (the variable that enables its tests, why they are skipped without it)
+OPT_IN = {
+    "gpu": ("DIAGBENCH_GPU_TESTS", "needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host"),
+    "vllm": (
+        "DIAGBENCH_VLLM_TESTS",
+        "launches a real vLLM: run scripts/vllm-cpu/prepare.sh, then set DIAGBENCH_VLLM_TESTS=1 (CI: .ci/vllm.sh)",
+    ),
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import os
 
-    if os.environ.get("DIAGBENCH_GPU_TESTS") == "1":
-        return
-    skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    for marker, (variable, reason) in OPT_IN.items():
+        if os.environ.get(variable) == "1":
+            continue
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def fake_command(*actions: str) -> list[str]:
@@ -85,8 +95,8 @@ class Runs:
         self.last = result
         return result
 
-    def one(self, server: dict[str, Any], **top: Any) -> AttemptRecord:
-        result = self.run(write_spec(self.folder, server, **top))
+    def one(self, server: dict[str, Any], run_id: str | None = None, **top: Any) -> AttemptRecord:
+        result = self.run(write_spec(self.folder, server, **top), run_id=run_id)
         assert len(result.records) == 1
         record = result.records[0]
         on_disk = json.loads((result.run_dir.cells / record.attempt / "result.json").read_text())

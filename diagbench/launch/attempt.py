@@ -16,7 +16,7 @@ from typing import Any
 
 from diagbench.errors import LaunchError
 from diagbench.launch.command import build_command, build_env, probe_url
-from diagbench.launch.probes import HttpProbe
+from diagbench.launch.probes import Readiness
 from diagbench.launch.process import (
     Launch,
     ServerProcess,
@@ -147,6 +147,7 @@ def _ready_rule(server: ServerSpec) -> ReadyRule:
         log=server.ready_log is not None or server.ready_http is None,
         http=server.ready_http is not None,
         http_path=server.ready_http or "",
+        request=server.ready_request.label if server.ready_request else "",
     )
 
 
@@ -157,6 +158,8 @@ def _compile_caches(server: ServerSpec) -> Iterator[Path | None]:
         yield None
         return
     folder = Path(tempfile.mkdtemp(prefix="diagbench-caches-"))
+    for var in server.fresh_caches:  # made now: TMPDIR must exist, or Python falls back to /tmp
+        (folder / var.lower()).mkdir()
     try:
         yield folder
     finally:
@@ -173,22 +176,20 @@ def _supervise(
     on_phase: PhaseCallback,
 ) -> tuple[Decision, Teardown]:
     """Watch the server until decided, then stop its whole tree, whatever happened."""
-    probe_r, probe_w = os.pipe()
-    probe = HttpProbe(probe_url(server.ready_http, port), probe_w) if server.ready_http else None
+    request = server.ready_request
+    readiness = Readiness(
+        probe_url(server.ready_http, port) if server.ready_http else None,
+        request,
+        probe_url(request.path, port) if request else None,
+    )
     try:
-        if probe:
-            probe.start()
-        decision = _watch(proc, reader, reader.watch, probe_r, cancel_fd, planned, on_phase)
+        readiness.start()
+        decision = _watch(proc, reader, reader.watch, readiness, cancel_fd, planned, on_phase)
     finally:
-        if probe:
-            probe.stop()
         teardown = stop_tree(proc, server.grace)
         _drain(reader)
         proc.close()
-        if probe:  # it may be inside a GET; it must not write to the pipe once closed
-            probe.join(PROBE_JOIN_S)
-        for fd in (probe_r, probe_w):
-            os.close(fd)
+        readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
     return decision, teardown
 
 
@@ -222,15 +223,15 @@ def _watch(
     proc: ServerProcess,
     reader: _Reader,
     watch: Watch,
-    probe_fd: int,
+    readiness: Readiness,
     cancel_fd: int,
     planned: PlannedAttempt,
     on_phase: PhaseCallback,
 ) -> Decision:
-    """Wait on the pipe, the exit descriptor, the probe and the cancel pipe; never sleep-poll."""
+    """Wait on the pipe, the exit descriptor, the probes and the cancel pipe; never sleep-poll."""
     sel = selectors.DefaultSelector()
     sel.register(proc.pipe, selectors.EVENT_READ, "out")
-    sel.register(probe_fd, selectors.EVENT_READ, "http")
+    sel.register(readiness.fileno(), selectors.EVENT_READ, "http")
     sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
     if proc.exit_fd is not None:
         sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
@@ -247,8 +248,7 @@ def _watch(
                     if reader.eof:
                         sel.unregister(proc.pipe)
                 elif key.data == "http":
-                    os.read(probe_fd, 16)
-                    watch.http_ready(time.monotonic())
+                    _http_news(watch, readiness)
                 elif key.data == "cancel":
                     watch.stop(Outcome.CANCELLED, "interrupted", time.monotonic())
                 elif key.data == "exit":
@@ -257,11 +257,21 @@ def _watch(
                 reader.pump(reads=EXIT_DRAIN_READS)  # what it wrote before dying is already in the pipe
                 watch.exited(code, time.monotonic())
             watch.tick(time.monotonic())
+            if watch.wants_request:
+                readiness.send_request()
             if watch.phase != phase:
                 phase = watch.phase
                 on_phase(planned, phase or "")
     assert watch.decision is not None
     return watch.decision
+
+
+def _http_news(watch: Watch, readiness: Readiness) -> None:
+    health_ok, answers = readiness.news()
+    if health_ok:
+        watch.http_ready(time.monotonic())
+    for answer in answers:
+        watch.request_answered(answer.ok, answer.detail, time.monotonic())
 
 
 def _drain(reader: _Reader) -> None:

@@ -27,7 +27,27 @@ PREFIX = (
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] )*"  # vLLM's logger
 )
 DEFAULT_PRIORITY = 50
-_SIGNATURE_KEYS = ("id", "kind", "class", "pattern", "priority", "settles", "weak", "requires", "phase", "source")
+_SIGNATURE_KEYS = (
+    "id",
+    "kind",
+    "class",
+    "pattern",
+    "priority",
+    "settles",
+    "weak",
+    "cause",
+    "requires",
+    "phase",
+    "source",
+)
+
+
+class Cause(str, Enum):
+    """Where a generic (class `other`) failure line's own error is printed."""
+
+    ABOVE = "above"  # a wrapper after its traceback ("See root cause above"): the last error before it
+    BELOW = "below"  # `logger.exception("...")` prints the traceback after: the first error after it
+    HERE = "here"  # the line is the error itself (pydantic's `Value error, ...`)
 
 
 class Kind(str, Enum):
@@ -47,6 +67,7 @@ class Signature:
     priority: int = DEFAULT_PRIORITY
     settles: bool = False  # this line ends the failure story: decide without waiting
     weak: bool = False  # decides nothing live; names the failure only if the log ends undecided
+    cause: Cause = Cause.ABOVE  # for class `other`: where the error that explains this line is
     requires: tuple[str, ...] = ()  # ready only once one of these other signatures has matched
     phase: str | None = None  # phase name, may use the pattern's named groups: "capture bs={bs}"
     pack: str = ""
@@ -118,11 +139,20 @@ def parse_signature(src: Src, pack: str) -> Signature:
         priority=keys["priority"].integer() if "priority" in keys else DEFAULT_PRIORITY,
         settles=keys["settles"].boolean() if "settles" in keys else False,
         weak=keys["weak"].boolean() if "weak" in keys else False,
+        cause=_cause(keys["cause"]) if "cause" in keys else Cause.ABOVE,
         requires=tuple(r.string() for r in keys["requires"].items_or_one()) if "requires" in keys else (),
         phase=keys["phase"].string() if "phase" in keys else (None if kind is not Kind.PHASE else "running"),
         pack=pack,
         source=keys["source"].text() if "source" in keys else "",
     )
+
+
+def _cause(src: Src) -> Cause:
+    word = src.string("above, below or here")
+    try:
+        return Cause(word)
+    except ValueError:
+        raise src.expected("above, below or here") from None
 
 
 def failure_class_of(src: Src) -> str:

