@@ -15,6 +15,9 @@ Each argument is one action, done in order:
   longline=MB          one line of MB megabytes
   junk                 a line of invalid UTF-8
   http=PATH            serve 200 on PATH at 127.0.0.1:$PORT from now on
+  post=STATUS:TEXT     answer any POST with STATUS from now on, writing TEXT (if any) on stderr
+                       first; after a 5xx answer exit 0, as vLLM's API server does when its
+                       engine died under a request
   replay=FILE          write FILE's bytes, 4 KB at a time
 """
 
@@ -58,11 +61,33 @@ def daemon(pidfile: str) -> None:
     os.wait()
 
 
-def serve(path: str) -> None:
+ROUTES: dict[str, str] = {}  # "get": the path that answers 200; "post": "STATUS:TEXT"
+
+
+def serve(**routes: str) -> None:
+    """Start the HTTP server on the first call; later calls only change its answers."""
+    started = bool(ROUTES)
+    ROUTES.update(routes)
+    if started:
+        return
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self.send_response(200 if self.path == path else 404)
+            self.send_response(200 if self.path == ROUTES.get("get") else 404)
             self.end_headers()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            status, _, text = ROUTES.get("post", "404:").partition(":")
+            if text:
+                write(ERR, unescape(text) + b"\n")
+            body = b'{"error": {"message": "fake answer ' + status.encode() + b'"}}'
+            self.send_response(int(status))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            if int(status) >= 500:
+                threading.Timer(0.2, os._exit, (0,)).start()
 
         def log_message(self, *args: object) -> None:
             return
@@ -129,7 +154,9 @@ def main(actions: list[str]) -> None:
         elif name == "junk":
             write(OUT, b"\xff\xfe\xfd garbage \x80\x81 \xc3\x28\n")
         elif name == "http":
-            serve(arg)
+            serve(get=arg)
+        elif name == "post":
+            serve(post=arg)
         elif name == "replay":
             with open(arg, "rb") as handle:
                 while block := handle.read(4096):

@@ -262,3 +262,13 @@ def test_a_cause_below_line_takes_the_first_error_after_it_not_the_last():
         "generic.uncaught_exception",
         "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] KeyError: 'rope_theta'",
     )
+
+
+def test_ready_decides_at_its_line_even_when_a_shutdowns_failure_follows_in_the_same_buffer():
+    w = Watch(ReadyRule(), deadline=None)
+    d = feed(
+        w,
+        VLLM_UP + "(EngineCore pid=2) ERROR 12-02 16:08:57 [multiproc_executor.py:315] Worker proc VllmWorker-0 "
+        "died unexpectedly (exit code: -15), shutting down executor.\n",
+    )
+    assert (d.outcome, d.evidence.line_no) == (Outcome.READY, 2)
