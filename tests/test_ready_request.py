@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from conftest import fake_command, write_spec
-
 from diagbench.spec.load import load_spec
 from diagbench.spec.ready import DEFAULT_REQUEST_TIMEOUT_S, ReadyRequest
 from diagbench.vocab import Outcome

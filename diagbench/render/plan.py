@@ -22,8 +22,7 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
         ready += f", then {s.ready_request.label} -> {s.ready_request.status}"
     lines = [
         f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
-        f"ready when: {ready}; timeout {s.timeout:g}s, "
-        f"grace {s.grace:g}s",
+        f"ready when: {ready}; timeout {s.timeout:g}s, grace {s.grace:g}s",
         "compile caches: "
         + (
             "fresh for each attempt (" + ", ".join(s.fresh_caches) + ")"
