@@ -1,6 +1,6 @@
 """A simulated SGLang server for the demo: no GPU, no model, real processes and real I/O.
 
-It prints SGLang's startup wording (shared/reference/server-signatures.md) and reacts
+It prints SGLang's startup wording (as SGLang's source writes it) and reacts
 to the seed's factors the way the seed's stack did, with timings scaled to seconds:
 
   SGLANG_SM120_MMA_FLASHMLA=1|0   the custom MMA kernel or the stock one (no effect on capture)
