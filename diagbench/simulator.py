@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-compile-max-bs", type=int, default=32)
     parser.add_argument("--speed", type=float, default=1.0, help="divide every delay by this")
     args = parser.parse_args(argv)
-    pause = lambda s: time.sleep(s / args.speed)  # noqa: E731 - one-line helper
+
+    def pause(seconds: float) -> None:
+        time.sleep(seconds / args.speed)
 
     log(BANNER)
     kernel = "MMA" if os.environ.get("SGLANG_SM120_MMA_FLASHMLA", "0") == "1" else "stock"
