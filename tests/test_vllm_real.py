@@ -182,7 +182,11 @@ def test_an_engine_core_killed_mid_start_is_killed(runs, tmp_path):
     finally:
         killer.stop.set()
     assert killer.killed and killer.killed.startswith("VLLM::EngineCore")
-    assert (record.outcome, record.failure_class, record.signature) == (Outcome.FAILED, "killed", "vllm.core_killed")
+    assert (record.outcome, record.failure_class, record.signature) == (
+        Outcome.FAILED,
+        "killed",
+        "vllm.core_killed",
+    ), record.evidence
     assert record.evidence is not None and "Failed core proc(s): {'EngineCore': -9}" in record.evidence.text
     assert record.left_behind == []
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from diagbench.spec.yamlsrc import Src
+from diagbench.yamlsrc import Src
 
 DEFAULT_REQUEST_TIMEOUT_S = 60.0  # one generation on a cold server; a CPU takes seconds
 _METHODS = ("GET", "POST", "PUT")
