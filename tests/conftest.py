@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def unique_id() -> str:
+    """A run id no concurrent test session shares: the default (the second + the spec's name)
+    can collide, and a teardown stops every process carrying its attempt's tag."""
+    return "t-" + uuid.uuid4().hex[:12]
 
 
 def fake_command(*actions: str) -> list[str]:

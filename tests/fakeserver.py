@@ -9,6 +9,8 @@ Each argument is one action, done in order:
   exit=N  signal=N     exit with a code / kill itself with a signal
   ignore-term          ignore SIGTERM from now on
   child                start a child in the same group that sleeps forever
+  worker               the same, but it writes "worker pid=N" first (so it is seen as a worker)
+  kill-workers=SIG     send SIG to the workers (never reaped: they stay zombies, as a busy parent's do)
   daemon=PIDFILE       double-fork a grandchild that calls setsid, ignores SIGTERM, sleeps
   progress=N           N tqdm-style "\\r" progress updates
   flood=MB             MB megabytes of log lines with binary junk every 1000 lines
@@ -61,6 +63,7 @@ def daemon(pidfile: str) -> None:
     os.wait()
 
 
+WORKERS: list[int] = []
 ROUTES: dict[str, str] = {}  # "get": the path that answers 200; "post": "STATUS:TEXT"
 
 
@@ -138,6 +141,16 @@ def main(actions: list[str]) -> None:
         elif name == "child":
             if os.fork() == 0:
                 sleep_forever()
+        elif name == "worker":
+            pid = os.fork()
+            if pid == 0:
+                write(OUT, f"worker pid={os.getpid()}\n".encode())
+                sleep_forever()
+            WORKERS.append(pid)
+            time.sleep(0.3)  # its line is out before the next action
+        elif name == "kill-workers":
+            for pid in WORKERS:
+                os.kill(pid, int(arg))
         elif name == "daemon":
             daemon(arg)
         elif name == "progress":

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from conftest import fake_command, write_spec
+from conftest import fake_command, unique_id, write_spec
 from diagbench.spec.load import load_spec
 from diagbench.spec.ready import DEFAULT_REQUEST_TIMEOUT_S, ReadyRequest
 from diagbench.vocab import Outcome
@@ -30,7 +30,8 @@ def test_ready_only_once_the_request_succeeds_and_it_is_sent_after_the_ready_lin
             "command": fake_command("post=200:the request arrived", "sleep=0.5", "out=server up", "hang"),
             "env": {"PORT": "{port}"},
             "ready": {"log": "server up", "request": COMPLETION},
-        }
+        },
+        run_id=unique_id(),
     )
     assert (record.outcome, record.reason) == (Outcome.READY, "ready line and POST /v1/completions -> 200")
     assert record.evidence is not None and record.evidence.text == "server up"
@@ -48,7 +49,8 @@ def test_a_server_that_passes_health_but_dies_on_its_first_request_is_failed_wit
             ),
             "env": {"PORT": "{port}"},
             "ready": {"http": "/health", "request": COMPLETION},
-        }
+        },
+        run_id=unique_id(),
     )
     assert (record.outcome, record.failure_class) == (Outcome.FAILED, "other")
     assert record.evidence is not None
@@ -65,7 +67,8 @@ def test_a_wrong_answer_with_no_error_line_is_failed_with_the_answer_as_evidence
             "env": {"PORT": "{port}"},
             "ready": {"http": "/health", "request": COMPLETION},
             "settle": "100ms",
-        }
+        },
+        run_id=unique_id(),
     )
     assert (record.outcome, record.failure_class, record.signature) == (Outcome.FAILED, "other", "ready.request")
     assert record.evidence is not None
@@ -77,7 +80,7 @@ def test_an_attempts_own_tmpdir_holds_what_the_server_leaves_and_goes_with_it(ru
         "import os, tempfile; d = tempfile.gettempdir(); open(os.path.join(d, 'vllm_dist_test'), 'w').close(); "
         "print('tmp', d); print('The server is fired up and ready to roll!', flush=True); import time; time.sleep(30)"
     )
-    record = runs.one({"command": [sys.executable, "-c", leave], "fresh_caches": ["TMPDIR"]})
+    record = runs.one({"command": [sys.executable, "-c", leave], "fresh_caches": ["TMPDIR"]}, run_id=unique_id())
     assert record.outcome is Outcome.READY
     tmpdir = record.env_changes["TMPDIR"]
     assert tmpdir is not None and Path(tmpdir).name == "tmpdir"

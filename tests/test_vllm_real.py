@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from conftest import unique_id
 from diagbench.launch.process import TAG_VAR
 from diagbench.logs.classify import classify_file
 from diagbench.logs.signatures import builtin_packs, load_packs
@@ -123,7 +124,7 @@ class KillWhenLoading(threading.Thread):
 
 
 def test_ready_means_a_real_completion_came_back_and_sigterm_leaves_nothing(runs):
-    record = runs.one(vllm_server())
+    record = runs.one(vllm_server(), run_id=unique_id())
     assert record.outcome is Outcome.READY, record.reason
     assert record.reason == "ready line and POST /v1/completions -> 200"
     assert record.signature == "vllm.uvicorn_ready"
@@ -141,7 +142,7 @@ def test_ready_means_a_real_completion_came_back_and_sigterm_leaves_nothing(runs
 
 
 def test_a_kv_cache_beyond_memory_is_oom_with_the_cpu_workers_own_line(runs):
-    record = runs.one(vllm_server(kv_gib="64"))
+    record = runs.one(vllm_server(kv_gib="64"), run_id=unique_id())
     assert (record.outcome, record.failure_class, record.signature) == (
         Outcome.FAILED,
         "oom",
@@ -153,7 +154,7 @@ def test_a_kv_cache_beyond_memory_is_oom_with_the_cpu_workers_own_line(runs):
 
 
 def test_a_max_model_len_beyond_the_model_shows_pydantics_value_error_line(runs):
-    record = runs.one(vllm_server(max_len="1024"))
+    record = runs.one(vllm_server(max_len="1024"), run_id=unique_id())
     assert (record.outcome, record.failure_class, record.signature) == (
         Outcome.FAILED,
         "other",
@@ -164,7 +165,7 @@ def test_a_max_model_len_beyond_the_model_shows_pydantics_value_error_line(runs)
 
 
 def test_an_argparse_rejection_is_other_with_its_line(runs):
-    record = runs.one(vllm_server("--dtype", "float33"))
+    record = runs.one(vllm_server("--dtype", "float33"), run_id=unique_id())
     assert (record.outcome, record.failure_class, record.signature) == (
         Outcome.FAILED,
         "other",
@@ -174,11 +175,12 @@ def test_an_argparse_rejection_is_other_with_its_line(runs):
     assert "vllm serve: error: argument --dtype: invalid choice: 'float33'" in record.evidence.text
 
 
-def test_an_engine_core_killed_mid_start_is_killed(runs, tmp_path):
-    killer = KillWhenLoading(tmp_path.name, "VLLM::EngineCore")
+def test_an_engine_core_killed_mid_start_is_killed(runs):
+    run_id = unique_id()
+    killer = KillWhenLoading(run_id, "VLLM::EngineCore")
     killer.start()
     try:
-        record = runs.one(vllm_server(), run_id=tmp_path.name)
+        record = runs.one(vllm_server(), run_id=run_id)
     finally:
         killer.stop.set()
     assert killer.killed and killer.killed.startswith("VLLM::EngineCore")
@@ -195,7 +197,7 @@ def test_an_engine_core_killed_mid_start_is_killed(runs, tmp_path):
 
 
 def test_a_server_that_answers_health_but_fails_its_first_generation_is_failed(runs):
-    record = runs.one(vllm_server(model=HEAD16))
+    record = runs.one(vllm_server(model=HEAD16), run_id=unique_id())
     assert (record.outcome, record.failure_class) == (Outcome.FAILED, "other"), record.reason
     assert record.evidence is not None
     # the Worker's own error, not the API server's EngineDeadError that comes last
@@ -209,11 +211,12 @@ def test_a_server_that_answers_health_but_fails_its_first_generation_is_failed(r
 # -- teardown of the real tree --------------------------------------------------------------
 
 
-def test_the_api_server_killed_mid_start_leaves_no_engine_or_worker_behind(runs, tmp_path):
-    killer = KillWhenLoading(tmp_path.name, "api")
+def test_the_api_server_killed_mid_start_leaves_no_engine_or_worker_behind(runs):
+    run_id = unique_id()
+    killer = KillWhenLoading(run_id, "api")
     killer.start()
     try:
-        record = runs.one(vllm_server(), run_id=tmp_path.name)
+        record = runs.one(vllm_server(), run_id=run_id)
     finally:
         killer.stop.set()
     assert killer.killed is not None and " serve " in killer.killed

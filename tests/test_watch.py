@@ -272,3 +272,40 @@ def test_ready_decides_at_its_line_even_when_a_shutdowns_failure_follows_in_the_
         "died unexpectedly (exit code: -15), shutting down executor.\n",
     )
     assert (d.outcome, d.evidence.line_no) == (Outcome.READY, 2)
+
+
+# -- deaths inside the tree ----------------------------------------------------------------
+
+
+def test_a_worker_killed_opens_a_window_that_a_generic_report_of_it_does_not_take_over():
+    w = Watch(ReadyRule(), deadline=100, settle_s=0.5)
+    feed(w, "(EngineCore pid=2) INFO 12-02 16:28:56 [core.py:133] Initializing a V1 LLM engine\n", now=1.0)
+    assert w.member_died("VLLM::EngineCor (pid 2) was killed by SIGKILL", 9, 2.0) is None
+    d = feed(
+        w,
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+        now=2.1,
+        first=2,
+    )
+    assert (d.outcome, d.failure_class, d.signature) == (Outcome.FAILED, "killed", "tree.killed")
+    assert (d.evidence.line_no, d.evidence.text) == (0, "VLLM::EngineCor (pid 2) was killed by SIGKILL")
+    assert d.reason == "a process of its tree died (tree.killed)"
+
+
+def test_a_root_cause_line_in_the_window_outranks_the_death_which_stays_secondary():
+    w = Watch(ReadyRule(), deadline=100, settle_s=0.5)
+    w.member_died("VLLM::Worker (pid 3) was killed by SIGKILL", 9, 1.0)
+    feed(w, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`\n", now=1.1)
+    d = w.tick(1.5)
+    assert (d.failure_class, d.secondary_classes, d.signature) == ("oom", ("killed",), "vllm.kv_cache_oom")
+
+
+def test_deaths_by_an_orderly_signal_after_a_failure_or_after_the_decision_change_nothing():
+    w = Watch(ReadyRule(), deadline=100)
+    assert w.member_died("VLLM::Worker (pid 3) was killed by SIGTERM", 15, 1.0) is None
+    assert w.wakeup() == 100  # no window opened
+    feed(w, "Fatal Python error: Aborted\n", now=2.0)
+    w.member_died("VLLM::Worker (pid 4) was killed by SIGKILL", 9, 2.01)  # the server's own cleanup
+    d = w.tick(2.2)
+    assert (d.failure_class, d.signature, d.secondary_classes) == ("other", "generic.aborted", ())
+    assert w.member_died("x (pid 5) was killed by SIGSEGV", 11, 3.0) is d

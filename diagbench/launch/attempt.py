@@ -16,6 +16,7 @@ from typing import Any
 
 from diagbench.errors import LaunchError
 from diagbench.launch.command import build_command, build_env, probe_url
+from diagbench.launch.deaths import Descendants
 from diagbench.launch.probes import Readiness
 from diagbench.launch.process import (
     Launch,
@@ -228,7 +229,9 @@ def _watch(
     planned: PlannedAttempt,
     on_phase: PhaseCallback,
 ) -> Decision:
-    """Wait on the pipe, the exit descriptor, the probes and the cancel pipe; never sleep-poll."""
+    """Wait on the pipe, the exit descriptor, the probes, the cancel pipe and the workers'
+    pidfds; never sleep-poll."""
+    descendants = Descendants(proc.pid)
     sel = selectors.DefaultSelector()
     sel.register(proc.pipe, selectors.EVENT_READ, "out")
     sel.register(readiness.fileno(), selectors.EVENT_READ, "http")
@@ -236,7 +239,7 @@ def _watch(
     if proc.exit_fd is not None:
         sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
     phase = watch.phase
-    with sel:
+    with sel, contextlib.closing(descendants):
         while watch.decision is None:
             wake = watch.wakeup()
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
@@ -247,6 +250,12 @@ def _watch(
                     reader.pump()
                     if reader.eof:
                         sel.unregister(proc.pipe)
+                    for fd in descendants.refresh():  # it writes, so it may have started workers
+                        sel.register(fd, selectors.EVENT_READ, "death")
+                elif key.data == "death":
+                    sel.unregister(key.fd)
+                    if death := descendants.ended(key.fd):
+                        watch.member_died(death.words, death.signal, time.monotonic())
                 elif key.data == "http":
                     _http_news(watch, readiness)
                 elif key.data == "cancel":
