@@ -33,7 +33,8 @@ VLLM = Path("/tmp/vllmcpu-venv/bin/vllm")
 LLAMA = Path("/tmp/tiny-llama")
 HEAD16 = Path("/tmp/tiny-llama-head16")  # head size 16: the CPU attention backend lacks it
 COMPLETION = {"path": "/v1/completions", "json": {"model": "tiny", "prompt": "Hello", "max_tokens": 1}}
-# vLLM titles its processes (setproctitle); a record names them by /proc comm, 15 characters
+# vLLM titles its processes (setproctitle); a record names them as psutil does: the title, or
+# its first 15 characters (/proc comm) once the process is dying
 ENGINE_NAMES = ("VLLM::EngineCor", "VLLM::Worker")
 
 
@@ -74,8 +75,8 @@ def _nothing_left_in_tmp() -> Iterator[None]:
     assert _vllm_leftovers() - before == set()
 
 
-def _killed_names(record: AttemptRecord) -> list[str]:
-    return sorted(k.name for k in record.killed)
+def _engine_and_worker_killed(record: AttemptRecord) -> bool:
+    return all(any(k.name.startswith(name) for k in record.killed) for name in ENGINE_NAMES)
 
 
 def _tagged(run_id: str) -> list[psutil.Process]:
@@ -130,7 +131,7 @@ def test_ready_means_a_real_completion_came_back_and_sigterm_leaves_nothing(runs
     assert record.signature == "vllm.uvicorn_ready"
     assert record.evidence is not None and "Application startup complete." in record.evidence.text
     # diagbench's SIGTERM reached the API server, EngineCore and Worker, and none is left
-    assert set(ENGINE_NAMES) <= set(_killed_names(record)), record.killed
+    assert _engine_and_worker_killed(record), record.killed
     assert record.left_behind == []
     # what vLLM printed while shutting down after diagbench's SIGTERM is no failure, offline either
     log = runs.last.run_dir.cells / record.attempt / "server.log"
@@ -184,12 +185,13 @@ def test_an_engine_core_killed_mid_start_is_killed(runs):
     finally:
         killer.stop.set()
     assert killer.killed and killer.killed.startswith("VLLM::EngineCore")
-    assert (record.outcome, record.failure_class, record.signature) == (
-        Outcome.FAILED,
-        "killed",
-        "vllm.core_killed",
-    ), record.evidence
-    assert record.evidence is not None and "Failed core proc(s): {'EngineCore': -9}" in record.evidence.text
+    # vLLM 0.32 mostly logs "Failed core proc(s): {}" (it asks for the exit code too early);
+    # diagbench saw the EngineCore die by SIGKILL through its pidfd. When vLLM wins its race
+    # and prints {'EngineCore': -9}, that line says the same.
+    assert (record.outcome, record.failure_class) == (Outcome.FAILED, "killed"), (record.reason, record.evidence)
+    assert record.signature in ("tree.killed", "vllm.core_killed")
+    assert record.evidence is not None
+    assert record.evidence.text.startswith("VLLM::EngineCor") or "-9}" in record.evidence.text
     assert record.left_behind == []
 
 
@@ -222,5 +224,5 @@ def test_the_api_server_killed_mid_start_leaves_no_engine_or_worker_behind(runs)
     assert killer.killed is not None and " serve " in killer.killed
     assert record.outcome is Outcome.CRASHED and record.signal == signal.SIGKILL, record.reason
     # the orphans (EngineCore and Worker hold ~2.4 GB) were found by their tag and stopped
-    assert set(ENGINE_NAMES) <= set(_killed_names(record)), record.killed
+    assert _engine_and_worker_killed(record), record.killed
     assert record.left_behind == []  # and the `runs` fixture checks that no process of the run is alive
