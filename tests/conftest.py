@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:  # not `in item.keywords`: a folder named gpu is one
             item.add_marker(skip)
 
 
