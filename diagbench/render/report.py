@@ -124,7 +124,7 @@ def _footer(view: RunView) -> str:
     state = "complete" if view.complete else "partial"
     check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
     tally = _tally(view)
-    head = f"run {view.run_id} ({state}) at {view.path}" + (f"; {tally}" if tally else "")
+    head = f"run {view.run_id} ({state}) at {view.path}" + (f"\n{tally}" if tally else "")
     return f"{head}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
 
 
