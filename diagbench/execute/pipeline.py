@@ -16,6 +16,7 @@ from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import (
@@ -76,7 +77,8 @@ def execute(
     else:
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
-        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, _settings(options, slots)))
+        facts = host.collect(spec.path.resolve().parent)
+        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, _settings(options, slots), facts))
     events.on_open(run_dir, planned)
     finished = {r.attempt for r in done}
     cancel = Cancel()

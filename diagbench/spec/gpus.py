@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from diagbench.errors import UserError
-from diagbench.spec.yamlsrc import Src
+from diagbench.yamlsrc import Src
 
 # an index as nvidia-smi numbers them, or a UUID (full or a prefix, as CUDA accepts them)
 _GPU_ID = re.compile(r"^(\d+|(GPU|MIG)-[0-9A-Za-z/-]+)$")
