@@ -17,8 +17,11 @@ import pytest
 import yaml
 
 from diagbench.judge.decide import NOTHING_TO_DECIDE, Decider, decision_order
+from diagbench.judge.diff import diff_runs
 from diagbench.judge.verdicts import check_expectations, judge
+from diagbench.judge.view import view_of
 from diagbench.records.record import AttemptRecord
+from diagbench.records.store import load_run
 from diagbench.spec.load import Spec, load_spec
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
 
@@ -221,6 +224,9 @@ def test_refuted_early_skips_the_rest_of_its_cells(runs, tmp_path):
     for mode in ("ok1", "ok2"):
         assert got[mode] == ("skipped", "hypothesis all-up already refuted by mode=bad (failed:cuda_graph_capture)")
     assert got["crash"] == ("skipped", NOTHING_TO_DECIDE)
+    full, stopped = (view_of(load_run(r.run_dir.path)) for r in (runs.last, gated))
+    changes = diff_runs(full, stopped)  # ready -> skipped is a change, never a regression
+    assert changes.regressions == 0 and changes.verdicts == [] and ("mode=ok1", "ready", "skipped") in changes.cells
 
 
 def test_supported_needs_every_deciding_cell(runs, tmp_path):
