@@ -21,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from conftest import fake_command, write_spec  # noqa: E402
+from conftest import write_spec  # noqa: E402
 from diagbench.execute.events import QuietEvents  # noqa: E402
 from diagbench.execute.pipeline import RunOptions, RunResult, execute  # noqa: E402
 from diagbench.spec.gpus import parse_gpu_request  # noqa: E402
@@ -39,7 +39,10 @@ def timed(spec: Spec, folder: Path, **options: Any) -> tuple[RunResult, float]:
 
 def bench_slots(folder: Path, startup_s: float) -> None:
     cells = {"n": {"env": "BENCH_CELL", "values": [str(i) for i in range(1, 17)]}}
-    server = {"command": fake_command(f"sleep={startup_s}", f"out={READY}", "hang"), "timeout": "60s"}
+    # the server waits, says it is ready and waits: a shell's sleep, so that on this 2-core
+    # machine four Python start-ups at once do not pass for diagbench's own cost
+    script = f"sleep {startup_s:g}; echo '{READY}'; exec sleep 600"
+    server = {"command": ["/bin/sh", "-c", script], "timeout": "60s"}
     spec = load_spec(write_spec(folder, server, cells))
     one, one_s = timed(spec, folder / "one", gpus=FOUR, parallel=1)
     four, four_s = timed(spec, folder / "four", gpus=FOUR)
@@ -47,8 +50,10 @@ def bench_slots(folder: Path, startup_s: float) -> None:
     used = sorted({",".join(r.gpus) for r in four.records})
     print(f"\n== 16 cells, {startup_s:g} s start-up each, --gpus 0,1,2,3")
     print(f"  1 slot  (--parallel 1): {one_s:6.1f} s   ({16 * startup_s:g} s of start-up in a row)")
-    print(f"  4 slots (the default):  {four_s:6.1f} s   GPUs used: {' '.join(used)}")
-    print(f"  speed-up: {one_s / four_s:.2f}x (target: at least 3.5x)")
+    print(
+        f"  4 slots (the default):  {four_s:6.1f} s   ({4 * startup_s:g} s in four waves)   GPUs used: {' '.join(used)}"
+    )
+    print(f"  speed-up: {one_s / four_s:.2f}x (target: at least 3.5x; 4x is the ceiling)")
 
 
 def wide_demo(folder: Path) -> Spec:
@@ -85,8 +90,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 s start-ups instead of 3 s")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        bench_slots(Path(tmp) / "slots", 1.0 if args.quick else 3.0)
-        bench_stop(Path(tmp) / "stop")
+        bench_slots(Path(tmp), 1.0 if args.quick else 3.0)
+        bench_stop(Path(tmp))
 
 
 if __name__ == "__main__":
