@@ -189,6 +189,7 @@ def fake_smi(tmp_path, monkeypatch):
     smi.write_text(FAKE_SMI.format(python=sys.executable, topo=str(tmp_path / "topo.txt")))
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # on a GPU host NVML would answer first
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
     return smi
