@@ -3,6 +3,7 @@ the inventory honours what this process may use. No GPU needed: ids are used as 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,14 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from conftest import fake_command, write_spec
 from diagbench.errors import UserError
-from diagbench.execute.slots import group_gpus, plan_slots, topology_distance
+from diagbench.execute.slots import Slot, group_gpus, plan_slots, topology_distance
 from diagbench.launch import gpu
 from diagbench.launch.gpu import Gpu, GpuOffer, offer_gpus
+from diagbench.records.store import RunDir
+from diagbench.render.live import Progress
 from diagbench.spec.gpus import GpuMode, parse_gpu_request
 from diagbench.spec.load import load_spec
+from diagbench.spec.plan import PlannedAttempt
 
 READY = "The server is fired up and ready to roll!"
 EIGHT = {"n": {"env": "DIAGBENCH_TEST_N", "values": [str(i) for i in range(1, 9)]}}
@@ -288,3 +293,15 @@ def test_a_fixed_port_runs_one_at_a_time_whatever_the_slots(tmp_path):
     assert any("server.port is fixed" in n for n in slots.notes)
     with pytest.raises(UserError, match=r"--parallel 2 needs server\.port: auto"):
         plan_slots(spec.server, spec.cells, GpuOffer(("0", "1"), "--gpus"), 2)
+
+
+def test_the_live_view_names_each_attempts_gpus():
+    spec = load_spec(Path(__file__).resolve().parent.parent / "experiments" / "demo.yaml")
+    item = PlannedAttempt(spec.cells[0], 1)
+    for terminal, shown in ((False, f"[start] {item.name} on GPU 2,3"), (True, "gpus")):
+        buffer = io.StringIO()
+        progress = Progress(Console(file=buffer, force_terminal=terminal, width=160, color_system=None))
+        progress.on_open(RunDir(Path("/tmp/x")), [item])
+        progress.on_start(item, Slot(0, ("2", "3")))
+        progress.close()
+        assert shown in buffer.getvalue()

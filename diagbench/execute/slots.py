@@ -113,11 +113,9 @@ def _concurrency(server: ServerSpec, parallel: int | None, available: int) -> in
 
 def _refuse_own_visible_devices(server: ServerSpec, cells: Sequence[Cell]) -> None:
     """diagbench sets CUDA_VISIBLE_DEVICES per attempt; a spec that sets it too would undo that."""
-    where = (
-        "server.env"
-        if VISIBLE_VAR in server.env
-        else next((f"the matrix (cell {c.id})" for c in cells if VISIBLE_VAR in c.env), None)
-    )
+    where = next((f"the matrix (cell {c.id})" for c in cells if VISIBLE_VAR in c.env), None)
+    if VISIBLE_VAR in server.env:
+        where = "server.env"
     if where is not None:
         raise UserError(
             f"{where} sets {VISIBLE_VAR}, which diagbench sets for each attempt from its GPU slot; "
