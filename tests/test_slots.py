@@ -12,6 +12,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from rich.console import Console
 
@@ -22,6 +23,7 @@ from diagbench.launch import gpu
 from diagbench.launch.gpu import Gpu, GpuOffer, offer_gpus
 from diagbench.records.store import RunDir
 from diagbench.render.live import Progress
+from diagbench.schemas import load_schema
 from diagbench.spec.gpus import GpuMode, parse_gpu_request
 from diagbench.spec.load import load_spec
 from diagbench.spec.plan import PlannedAttempt
@@ -70,6 +72,9 @@ def test_eight_attempts_on_four_gpus_never_share_a_gpu(runs, tmp_path):
         assert len(r.gpus) == 1
     manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
     assert manifest["options"]["slots"] == [["0"], ["1"], ["2"], ["3"]]
+    jsonschema.validate(manifest, load_schema("manifest"))
+    for path in result.run_dir.cells.glob("*/result.json"):
+        jsonschema.validate(json.loads(path.read_text()), load_schema("result"))
 
 
 def test_two_gpus_per_attempt_give_disjoint_pairs(runs, tmp_path):
