@@ -21,11 +21,16 @@ Each argument is one action, done in order:
                        first; after a 5xx answer exit 0, as vLLM's API server does when its
                        engine died under a request
   replay=FILE          write FILE's bytes, 4 KB at a time
+  journal=FILE         append {"event": "start", t, pid, gpus: $CUDA_VISIBLE_DEVICES} to FILE now,
+                       and {"event": "end", ...} when it exits (SIGTERM included)
+  await=FILE:N         wait (up to 30 s) until FILE holds N start lines: N servers at once
 """
 
 from __future__ import annotations
 
+import atexit
 import codecs
+import json
 import os
 import signal
 import sys
@@ -99,6 +104,27 @@ def serve(**routes: str) -> None:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
 
 
+def journal(path: str) -> None:
+    def note(event: str) -> None:
+        entry = {"event": event, "t": time.time(), "pid": os.getpid(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        with open(path, "a") as handle:  # one short append per line: whole lines, whoever else writes
+            handle.write(json.dumps(entry) + "\n")
+
+    note("start")
+    atexit.register(note, "end")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+
+def await_starts(arg: str) -> None:
+    path, _, count = arg.rpartition(":")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(path) as handle:
+            if sum('"start"' in line for line in handle) >= int(count):
+                return
+        time.sleep(0.02)
+
+
 def flood(megabytes: float) -> None:
     line = b"[2025-05-01 10:00:00 TP0] Decode batch. #running-req: 1, #token: 1024, token usage: 0.01, gen throughput (token/s): 42.00\n"
     junk = b"\xff\xfe\x00\x80binary\xc3\x28junk\n"
@@ -170,6 +196,10 @@ def main(actions: list[str]) -> None:
             serve(get=arg)
         elif name == "post":
             serve(post=arg)
+        elif name == "journal":
+            journal(arg)
+        elif name == "await":
+            await_starts(arg)
         elif name == "replay":
             with open(arg, "rb") as handle:
                 while block := handle.read(4096):
