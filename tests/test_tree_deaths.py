@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 
 from conftest import fake_command, unique_id
+from diagbench.render.report import deciding_line
 from diagbench.vocab import Outcome
 
 
@@ -18,6 +19,7 @@ def test_a_worker_killed_by_sigkill_is_failed_killed_with_the_death_as_evidence(
     assert record.evidence is not None and record.evidence.line_no == 0  # an event, not a log line
     assert record.evidence.text.endswith("was killed by SIGKILL")
     assert record.reason == "a process of its tree died (tree.killed)"
+    assert deciding_line(record) == record.evidence.text  # no "L0:" before an event
 
 
 def test_a_worker_segfault_is_segfault(runs):
