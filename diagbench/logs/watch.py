@@ -18,8 +18,9 @@ import signal as signals
 from collections import deque
 from dataclasses import dataclass, field
 
+from diagbench.logs.events import death_hit, is_event
 from diagbench.logs.scan import Hit
-from diagbench.logs.signatures import PREFIX, Cause, Kind, Signature
+from diagbench.logs.signatures import PREFIX, Cause, Kind
 from diagbench.vocab import Evidence, Outcome
 
 # A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
@@ -34,26 +35,8 @@ REQUEST_SETTLE_S = 5.0
 EVIDENCE_CHARS = 500
 
 
-# A process of the server's tree ended by a signal (seen by diagbench, not read in the log).
-# Orderly stops (SIGTERM, SIGINT, SIGHUP) are no failure; a server's own cleanup sends them.
-EVENT_PACK = "diagbench"
-_DEATH_CLASSES: dict[int, str] = {
-    signals.SIGKILL: "killed",  # the OOM killer, or someone's kill -9
-    signals.SIGSEGV: "segfault",
-    signals.SIGBUS: "segfault",
-    signals.SIGABRT: "other",
-    signals.SIGFPE: "other",
-    signals.SIGILL: "other",
-}
-DEATH_PRIORITY = 60  # above the generic lines that report it ("Failed core proc(s): {}"), below root causes
-_DEATHS = {
-    cls: Signature(f"tree.{cls}", Kind.FAILURE, ".*", cls, DEATH_PRIORITY, pack=EVENT_PACK, source="launch/deaths.py")
-    for cls in set(_DEATH_CLASSES.values())
-}
-
-
 def _evidence(hit: Hit) -> Evidence:
-    line_no = 0 if hit.signature.pack == EVENT_PACK else hit.line_no  # line 0: an event, not a log line
+    line_no = 0 if is_event(hit) else hit.line_no  # line 0: an event, not a log line
     return Evidence(line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
 
 
@@ -156,14 +139,9 @@ class Watch:
     def member_died(self, words: str, sig: int, now: float) -> Decision | None:
         """A process of the server's tree, not the main one, was ended by signal `sig`
         (`words` name it). Once a failure is being decided, deaths are its fallout: ignored."""
-        cls = _DEATH_CLASSES.get(sig)
-        if self.decision or cls is None or self._window is not None:
+        hit = death_hit(words, sig, self.lines)
+        if self.decision or hit is None or self._window is not None:
             return self.decision
-        text = words.encode()
-        signature = _DEATHS[cls]
-        found = signature.compiled.match(text)
-        assert found is not None  # ".*" matches any text
-        hit = Hit(signature, self.lines, text, found)
         self._window = _Window(now + self.settle_s, self.lines + self.settle_lines, [hit])
         return None
 
@@ -283,7 +261,7 @@ class Watch:
             cls = hit.signature.failure_class
             if cls not in (None, "other", best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
-        said = "a process of its tree died" if best.signature.pack == EVENT_PACK else "failure line"
+        said = "a process of its tree died" if is_event(best) else "failure line"
         shown, reason = best, f"{said} ({best.signature.id})"
         root = self._root_cause_near(best)
         if root is not None:  # "Engine core initialization failed. See root cause above."
