@@ -9,6 +9,7 @@ and that vLLM left no socket or vllm_dist_* file in /tmp (each attempt has its o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
@@ -101,11 +102,17 @@ def _title(proc: psutil.Process) -> str:
 
 class KillWhenLoading(threading.Thread):
     """Once the run's Worker process exists (the engine is being built), SIGKILL one process:
-    the EngineCore, or the API server (`victim="api"`). Records what it killed."""
+    the EngineCore, or the API server (`victim="api"`). Records what it killed.
 
-    def __init__(self, run_id: str, victim: str):
+    With `hold_api_s`, the API server is stopped (SIGSTOP) for that long around the kill, as
+    a parent busy elsewhere is: a dead child's wait status is readable only until its parent
+    reaps it, and this makes the race between vLLM's reaping and diagbench's reading (which
+    diagbench mostly wins on an idle machine, and can lose on a loaded one) come out the same
+    every time. Nothing else changes: vLLM then finds the zombie itself."""
+
+    def __init__(self, run_id: str, victim: str, hold_api_s: float = 0.0):
         super().__init__(daemon=True)
-        self.run_id, self.victim = run_id, victim
+        self.run_id, self.victim, self.hold_api_s = run_id, victim, hold_api_s
         self.killed: str | None = None
         self.stop = threading.Event()
 
@@ -114,11 +121,17 @@ class KillWhenLoading(threading.Thread):
             procs = {p.pid: _title(p) for p in _tagged(self.run_id)}
             if not any(t.startswith("VLLM::Worker") for t in procs.values()):
                 continue
-            for pid, title in procs.items():
-                if (self.victim == "api" and " serve " in title) or title.startswith(self.victim):
-                    os.kill(pid, signal.SIGKILL)
-                    self.killed = title
-                    return
+            api = next(pid for pid, title in procs.items() if " serve " in title)
+            victim = api if self.victim == "api" else next(p for p, t in procs.items() if t.startswith(self.victim))
+            if self.hold_api_s:
+                os.kill(api, signal.SIGSTOP)
+            os.kill(victim, signal.SIGKILL)
+            self.killed = procs[victim]
+            if self.hold_api_s:
+                self.stop.wait(self.hold_api_s)
+                with contextlib.suppress(ProcessLookupError):  # the teardown may have ended it
+                    os.kill(api, signal.SIGCONT)
+            return
 
 
 # -- ready -------------------------------------------------------------------------------
@@ -178,7 +191,7 @@ def test_an_argparse_rejection_is_other_with_its_line(runs):
 
 def test_an_engine_core_killed_mid_start_is_killed(runs):
     run_id = unique_id()
-    killer = KillWhenLoading(run_id, "VLLM::EngineCore")
+    killer = KillWhenLoading(run_id, "VLLM::EngineCore", hold_api_s=2.0)
     killer.start()
     try:
         record = runs.one(vllm_server(), run_id=run_id)

@@ -245,7 +245,8 @@ def _watch(
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
             if proc.exit_fd is None:  # no pidfd on this platform: look at the exit now and then
                 timeout = 0.05 if timeout is None else min(timeout, 0.05)
-            for key, _ in sel.select(timeout):
+            # deaths first: a dead worker's wait status is readable only until its parent reaps it
+            for key, _ in sorted(sel.select(timeout), key=lambda event: event[0].data != "death"):
                 if key.data == "out":
                     reader.pump()
                     if reader.eof:
