@@ -49,7 +49,7 @@ def vllm_server(*args: str, model: Path = LLAMA, max_len: str = "256", kv_gib: s
         "ready": {"request": COMPLETION},
         "signatures": ["vllm", "pytorch", "generic"],
         "timeout": "6m",
-        "grace": "10s",
+        "grace": "5s",  # orphaned or failing vLLM processes often sit out SIGTERM: keep the wait short
     }
 
 
