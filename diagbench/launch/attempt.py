@@ -16,7 +16,7 @@ from typing import Any
 
 from diagbench.errors import LaunchError
 from diagbench.launch.command import build_command, build_env, probe_url
-from diagbench.launch.deaths import Descendants
+from diagbench.launch.deaths import Death, Descendants
 from diagbench.launch.probes import Readiness
 from diagbench.launch.process import (
     Launch,
@@ -245,24 +245,23 @@ def _watch(
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
             if proc.exit_fd is None:  # no pidfd on this platform: look at the exit now and then
                 timeout = 0.05 if timeout is None else min(timeout, 0.05)
-            # deaths first: a dead worker's wait status is readable only until its parent reaps it
-            for key, _ in sorted(sel.select(timeout), key=lambda event: event[0].data != "death"):
+            events = sel.select(timeout)
+            deaths = _read_deaths(sel, descendants, events)  # first: readable only until the parent reaps
+            for key, _ in events:
                 if key.data == "out":
                     reader.pump()
                     if reader.eof:
                         sel.unregister(proc.pipe)
                     for fd in descendants.refresh():  # it writes, so it may have started workers
                         sel.register(fd, selectors.EVENT_READ, "death")
-                elif key.data == "death":
-                    sel.unregister(key.fd)
-                    if death := descendants.ended(key.fd):
-                        watch.member_died(death.words, death.signal, time.monotonic())
                 elif key.data == "http":
                     _http_news(watch, readiness)
                 elif key.data == "cancel":
                     watch.stop(Outcome.CANCELLED, "interrupted", time.monotonic())
                 elif key.data == "exit":
                     sel.unregister(proc.exit_fd)  # type: ignore[arg-type]  # registered above
+            for death in deaths:  # after the lines already in the pipe: those were written before it
+                watch.member_died(death.words, death.signal, time.monotonic())
             if watch.decision is None and (code := proc.exit_code()) is not None:
                 reader.pump(reads=EXIT_DRAIN_READS)  # what it wrote before dying is already in the pipe
                 watch.exited(code, time.monotonic())
@@ -274,6 +273,19 @@ def _watch(
                 on_phase(planned, phase or "")
     assert watch.decision is not None
     return watch.decision
+
+
+def _read_deaths(
+    sel: selectors.BaseSelector, descendants: Descendants, events: list[tuple[selectors.SelectorKey, int]]
+) -> list[Death]:
+    """The wait statuses of the workers whose pidfds fired (each pidfd is done after this)."""
+    deaths = []
+    for key, _ in events:
+        if key.data == "death":
+            sel.unregister(key.fd)
+            if death := descendants.ended(key.fd):
+                deaths.append(death)
+    return deaths
 
 
 def _http_news(watch: Watch, readiness: Readiness) -> None:
