@@ -101,6 +101,6 @@ def runs(tmp_path: Path):
     result = getattr(runner, "last", None)
     if result is not None:
         deadline = time.monotonic() + 3
-        while (left := sweep_tagged(result.run_dir.path.name)) and time.monotonic() < deadline:
+        while (left := sweep_tagged(result.run_dir.path)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert left == [], f"processes left behind: {left}"

@@ -3,6 +3,11 @@ before each launch, record each the moment it ends, and stop cleanly on Ctrl-C.
 
 Where an attempt runs is the executor's business (this host, a Slurm job); the
 scheduler only owns order, concurrency and the records of what never ran.
+
+Stopping: `cancel` set (a signal, or a record that could not be written) launches
+nothing more, and every running attempt ends as its executor tears it down. The
+scheduler returns only when every attempt has ended and has its record: a Ctrl-C while
+it waits makes the teardowns hurry, never abandons them.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from diagbench.errors import WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.slots import Slot
@@ -26,8 +32,10 @@ from diagbench.vocab import Outcome
 class Executor(Protocol):
     """Runs one attempt to its record, on this host or elsewhere.
 
-    Called from a worker thread. A server that fails is an outcome in the record; an
-    exception out of `run` is diagbench's own failure, recorded as `internal_error`."""
+    Called from a worker thread, which lives until the attempt has ended (a parent-death
+    signal of a server it launches is tied to it). A server that fails is an outcome in
+    the record; a WriteError out of `run` stops the run (the disk, not the attempt); any
+    other exception is diagbench's own failure, recorded as `internal_error`."""
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord: ...
 
@@ -41,6 +49,7 @@ class Scheduled:
     records: list[AttemptRecord] = field(default_factory=list)
     interrupted: bool = False
     harness_errors: list[str] = field(default_factory=list)
+    write_error: WriteError | None = None  # the first record or log that could not be written
 
 
 def run_attempts(
@@ -64,6 +73,9 @@ def run_attempts(
     def one(item: PlannedAttempt, slot: Slot) -> AttemptRecord:
         try:
             record = executor.run(item, slot, cancel, events)
+        except WriteError as exc:
+            stop_writing(exc)
+            record = not_run(item, Outcome.CANCELLED, f"stopped: {exc}")
         except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
             with lock:
                 result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
@@ -72,8 +84,18 @@ def run_attempts(
             free.put(slot)
         return _finish(item, record)
 
+    def stop_writing(exc: WriteError) -> None:
+        """The first failed write stops the run: what runs is torn down, nothing more starts."""
+        with lock:
+            if result.write_error is None:
+                result.write_error = exc
+        cancel.set(f"stopped: {exc}")
+
     def _finish(item: PlannedAttempt, record: AttemptRecord) -> AttemptRecord:
-        run_dir.write_result(record)
+        try:
+            run_dir.write_result(record)
+        except WriteError as exc:
+            stop_writing(exc)
         with lock:
             finished.append(record)
         events.on_done(item, record)
@@ -95,15 +117,25 @@ def run_attempts(
                     continue
                 futures.append(pool.submit(one, item, slot))
         except KeyboardInterrupt:
-            result.interrupted = True
-            cancel.set()
-        launched = {f.result().attempt for f in futures}
+            cancel.interrupt()
+        launched = {r.attempt for r in _wait_all(futures, cancel)}
         for item in todo:
             if item.name not in launched:
-                record = not_run(item, Outcome.CANCELLED, "not started: the run was interrupted")
+                record = not_run(item, Outcome.CANCELLED, f"not started: {cancel.reason or 'the run was interrupted'}")
                 futures.append(_done_future(_finish(item, record)))
-        result.records = [f.result() for f in futures]
+        result.records = _wait_all(futures, cancel)
+    result.interrupted = cancel.interrupted
     return result
+
+
+def _wait_all(futures: Sequence[Future[AttemptRecord]], cancel: Cancel) -> list[AttemptRecord]:
+    """Every attempt's record, however many times Ctrl-C is pressed meanwhile (where no
+    signal handler turns it into `cancel` first): each press only hurries the teardowns."""
+    while True:
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:
+            cancel.interrupt()
 
 
 def _done_future(record: AttemptRecord) -> Future[AttemptRecord]:
