@@ -89,7 +89,7 @@ def run_attempts(
         with lock:
             if result.write_error is None:
                 result.write_error = exc
-        cancel.set(f"stopped: {exc}")
+        cancel.set(f"the run stopped: {exc}")
 
     def _finish(item: PlannedAttempt, record: AttemptRecord) -> AttemptRecord:
         try:

@@ -41,19 +41,14 @@ class LogStats:
 
 
 class _Ring:
-    """The last `size` bytes of a stream, and how many went past before them."""
+    """The last `size` bytes of a stream, and how many bytes and line endings went past
+    before them (so the marker can say which line numbers are missing)."""
 
     def __init__(self, size: int):
-        self.size, self.total, self.dropped = size, 0, 0
+        self.size, self.total, self.dropped, self.dropped_lines = size, 0, 0, 0
         self.chunks: deque[bytes] = deque()
 
     def add(self, data: bytes) -> None:
-        if len(data) >= self.size:
-            self.dropped += self.total + len(data) - self.size
-            self.chunks.clear()
-            self.chunks.append(data[-self.size :])
-            self.total = self.size
-            return
         self.chunks.append(data)
         self.total += len(data)
         while self.total > self.size:
@@ -61,16 +56,17 @@ class _Ring:
             front = self.chunks.popleft()
             if len(front) > excess:
                 self.chunks.appendleft(front[excess:])
-            cut = min(len(front), excess)
-            self.total -= cut
-            self.dropped += cut
+                front = front[:excess]
+            self.total -= len(front)
+            self.dropped += len(front)
+            self.dropped_lines += front.count(b"\n")
 
-    def take(self) -> tuple[bytes, int]:
-        """The kept bytes and the count dropped before them; the ring is empty afterwards."""
-        data, dropped = b"".join(self.chunks), self.dropped
+    def take(self) -> tuple[bytes, int, int]:
+        """The kept bytes, and the bytes and lines dropped before them; the ring is empty afterwards."""
+        taken = (b"".join(self.chunks), self.dropped, self.dropped_lines)
         self.chunks.clear()
-        self.total = self.dropped = 0
-        return data, dropped
+        self.total = self.dropped = self.dropped_lines = 0
+        return taken
 
 
 class CappedLog:
@@ -99,27 +95,27 @@ class CappedLog:
 
     def pin(self, evidence: Evidence | None) -> None:
         """At the decision: the last part before it goes to the file, with its deciding line."""
-        data, dropped = self.ring.take()
+        data, dropped, lines = self.ring.take()
         if dropped:
-            self._marker(dropped, "before the decision")
+            self._marker(dropped, lines, "before the decision")
         self._out(data)
         if self.dropped and evidence is not None and not self._holds(data, evidence):
             self._out(f"[diagbench: the deciding line, line {evidence.line_no} of the stream]\n".encode())
             self._out(evidence.text.encode("utf-8", errors="replace") + b"\n")
 
     def close(self) -> LogStats:
-        data, dropped = self.ring.take()
+        data, dropped, lines = self.ring.take()
         if dropped:
-            self._marker(dropped, "at the end")
+            self._marker(dropped, lines, "at the end")
         self._out(data)
         os.close(self.fd)
         return LogStats(self.written, self.kept, self.dropped)
 
-    def _marker(self, dropped: int, where: str) -> None:
+    def _marker(self, dropped: int, lines: int, where: str) -> None:
         self.dropped += dropped
         self._out(
-            f"\n[diagbench: {dropped} bytes dropped here (server.max_log is {self.max_log} bytes); "
-            f"what follows is the last {self.ring.size} bytes {where}]\n".encode()
+            f"\n[diagbench: {dropped} bytes ({lines} line endings) dropped here: server.max_log is "
+            f"{self.max_log} bytes; what follows is the last {self.ring.size} bytes {where}]\n".encode()
         )
 
     def _out(self, data: bytes) -> None:

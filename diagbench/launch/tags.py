@@ -5,7 +5,7 @@ A server and all its descendants carry three variables:
     DIAGBENCH_ATTEMPT=<nonce>/<attempt>   teardown's marker; the nonce is new for every
                                           invocation, so two runs never share a tag, even
                                           with the same run id
-    DIAGBENCH_OWNER=<pid>@<start time>    the diagbench process that launched it
+    DIAGBENCH_OWNER=<pid>@<start>@<pidns>  the diagbench process that launched it
     DIAGBENCH_RUN=<run directory>         where its record belongs
 
 so a later diagbench can tell a live run's servers (never touched) from the leftovers of
@@ -31,25 +31,30 @@ CACHES_PREFIX = "diagbench-caches-"  # + <owner>-<random>: an attempt's fresh co
 
 @dataclass(frozen=True)
 class Owner:
-    """A diagbench process, by pid and start time (a pid alone may be reused)."""
+    """A diagbench process: its pid, its start time (a pid alone may be reused) and its
+    pid namespace (a pid means nothing in another container)."""
 
     pid: int
-    started: str  # the process's start time, as the OS reports it, in seconds since the epoch
+    started: str  # clock ticks since boot (Linux), exact and immune to clock changes
+    namespace: str = ""  # the pid namespace's inode, or "" where there is none
 
     @classmethod
     def parse(cls, text: str) -> Owner | None:
-        pid, sep, started = text.partition("@")
-        if not sep or not pid.isdigit() or not started:
+        parts = text.split("@")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1]:
             return None
-        return cls(int(pid), started)
+        return cls(int(parts[0]), parts[1], parts[2])
 
     def __str__(self) -> str:
-        return f"{self.pid}@{self.started}"
+        return f"{self.pid}@{self.started}@{self.namespace}"
 
-    def alive(self) -> bool:
-        """Whether this very process still runs (a new process with its pid is not it)."""
+    def gone(self) -> bool:
+        """Whether this process has certainly ended. A process in another pid namespace,
+        or one whose start cannot be read, is never called gone: it is left alone."""
+        if self.namespace != _namespace():
+            return False
         started = _start_time(self.pid)
-        return started is not None and started == self.started
+        return started is None or started != self.started
 
 
 def me() -> Owner:
@@ -59,15 +64,30 @@ def me() -> Owner:
 
 @functools.cache
 def _owner(pid: int) -> Owner:
-    return Owner(pid, _start_time(pid) or "0")
+    return Owner(pid, _start_time(pid) or "0", _namespace())
+
+
+@functools.cache
+def _namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return ""
 
 
 def _start_time(pid: int) -> str | None:
+    """When `pid` started, or None if no such process runs (a zombie runs nothing)."""
     try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()
+        return None if fields[0] == b"Z" else fields[19].decode()  # state, ..., starttime (stat field 22)
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError):
+        pass
+    try:  # no /proc: the start time psutil reports
         proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return f"{proc.create_time():.2f}"  # the kernel counts in clock ticks (1/100 s)
+        return None if proc.status() == psutil.STATUS_ZOMBIE else f"{proc.create_time():.2f}"
     except psutil.Error:
         return None
 
