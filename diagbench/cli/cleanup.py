@@ -15,4 +15,4 @@ def cleanup() -> None:
     if sweep.empty:
         out.print("nothing to clean up: no process or temporary folder of an ended diagbench here", markup=False)
     for line in describe_sweep(sweep):
-        out.print(line, markup=False, highlight=False)
+        out.print(line, markup=False, highlight=False, soft_wrap=True)  # one finding, one line

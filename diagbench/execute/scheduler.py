@@ -72,17 +72,18 @@ def run_attempts(
 
     def one(item: PlannedAttempt, slot: Slot) -> AttemptRecord:
         try:
-            record = executor.run(item, slot, cancel, events)
-        except WriteError as exc:
-            stop_writing(exc)
-            record = not_run(item, Outcome.CANCELLED, f"stopped: {exc}")
-        except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
-            with lock:
-                result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
-            record = not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {type(exc).__name__}: {exc}")
+            try:
+                record = executor.run(item, slot, cancel, events)
+            except WriteError as exc:
+                stop_writing(exc)
+                record = not_run(item, Outcome.CANCELLED, f"stopped: {exc}")
+            except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
+                with lock:
+                    result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
+                record = not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {type(exc).__name__}: {exc}")
+            return _finish(item, record)
         finally:
-            free.put(slot)
-        return _finish(item, record)
+            free.put(slot)  # only now: the record is on disk (or has failed) before the next launch
 
     def stop_writing(exc: WriteError) -> None:
         """The first failed write stops the run: what runs is torn down, nothing more starts."""

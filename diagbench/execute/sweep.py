@@ -52,17 +52,17 @@ def sweep_host(by: str, hurry: threading.Event | None = None) -> Sweep:
     `by` names the command sweeping (for the records: "diagbench cleanup")."""
     strays = find_strays()
     sweep = Sweep()
-    if strays:
+    if strays:  # teardowns at once (each may wait its grace), then the records one by one
         with ThreadPoolExecutor(max_workers=min(16, len(strays)), thread_name_prefix="sweep") as pool:
-            sweep.attempts = list(pool.map(lambda s: _sweep_one(s, by, hurry), strays))
+            teardowns = list(pool.map(lambda s: stop_stray(s, _grace(_manifest(s.tag.run_dir)), hurry), strays))
+        sweep.attempts = [_write_down(s, t, by) for s, t in zip(strays, teardowns, strict=True)]
     sweep.folders = [f for f in leaked_folders() if remove_folder(f)]
     return sweep
 
 
-def _sweep_one(stray: Stray, by: str, hurry: threading.Event | None) -> Swept:
+def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
+    """Record what was stopped in the dead run's directory, if it is there and free."""
     run_dir = stray.tag.run_dir
-    manifest = _manifest(run_dir)
-    teardown = stop_stray(stray, _grace(manifest), hurry)
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if not run_dir.is_dir():
         return Swept(stray, teardown, at, None, f"its run directory {run_dir} is gone")
@@ -71,7 +71,7 @@ def _sweep_one(stray: Stray, by: str, hurry: threading.Event | None) -> Swept:
         note = f"its run directory is in use by diagbench {lock_holder(run_dir)}, which records it"
         return Swept(stray, teardown, at, None, note)
     try:
-        recorded = _record(stray, teardown, at, by, manifest)
+        recorded = _record(stray, teardown, at, by, _manifest(run_dir))
         _log(stray, teardown, at, by)
     except DiagbenchError as exc:  # an unwritable run directory must not stop the sweep
         return Swept(stray, teardown, at, None, f"not recorded: {exc}")

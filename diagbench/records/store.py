@@ -160,25 +160,24 @@ def try_lock_run(path: Path) -> RunLock | None:
     """The run directory's lock, or None if another diagbench holds it. Where this process
     holds it already, a lock whose release does nothing."""
     key = path.resolve()
-    with RunLock._guard:
+    with RunLock._guard:  # threads of one process take it one at a time, and see each other's
         if key in RunLock._held:
             return RunLock(key, None)
-    try:
-        fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise RunDirError(f"cannot lock run directory {path}: {exc.strerror}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except OSError:  # a file system without locks (some network mounts): proceed unguarded
-        pass
-    with contextlib.suppress(OSError):
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-    lock = RunLock(key, fd)
-    with RunLock._guard:
+        try:
+            fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise RunDirError(f"cannot lock run directory {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError:  # a file system without locks (some network mounts): proceed unguarded
+            pass
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        lock = RunLock(key, fd)
         RunLock._held[key] = lock
     return lock
 
