@@ -355,7 +355,7 @@ def test_the_deciding_line_survives_a_dropped_stretch(tmp_path):
     stats = log.close()
     text = (tmp_path / "server.log").read_bytes()
     assert stats.truncated and stats.kept == len(text)
-    assert b"[diagbench: the deciding line, line 20001 of the stream]\n" + line + b"\n" in text
+    assert b"\n[diagbench: the deciding line, line 20001 of the stream]\n" + line + b"\n" in text
     assert text.endswith(b"dying words\n")
 
 

@@ -50,8 +50,12 @@ class _Reader:
         self.bytes = 0
         self.eof = False
 
-    def pump(self, reads: int = READS_PER_WAKE) -> None:
+    def pump(self, reads: int = READS_PER_WAKE, after_decision: bool = False) -> None:
+        """Read up to `reads` chunks; stop at the decision (the log's tail is pinned there)
+        unless this is the drain after it."""
         for _ in range(reads):
+            if self.watch.decision is not None and not after_decision:
+                return
             data = self.server.read()
             if data is None:
                 self.eof = True
@@ -285,7 +289,7 @@ def _drain(reader: _Reader) -> None:
         while not reader.eof and (left := end - time.monotonic()) > 0:
             if not sel.select(left):
                 return
-            reader.pump()
+            reader.pump(after_decision=True)
 
 
 def _shell_could_not_start(decision: Decision) -> Decision:

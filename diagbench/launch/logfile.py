@@ -100,7 +100,7 @@ class CappedLog:
             self._marker(dropped, lines, "before the decision")
         self._out(data)
         if self.dropped and evidence is not None and not self._holds(data, evidence):
-            self._out(f"[diagbench: the deciding line, line {evidence.line_no} of the stream]\n".encode())
+            self._out(f"\n[diagbench: the deciding line, line {evidence.line_no} of the stream]\n".encode())
             self._out(evidence.text.encode("utf-8", errors="replace") + b"\n")
 
     def close(self) -> LogStats:
