@@ -184,7 +184,7 @@ def main() -> None:
             times.append(seconds)
             total.add(tally)
     print(f"three `diagbench run --parallel 4 --repeat {repeat}` at once, {rounds} round(s), {len(MODES)} kinds of server")
-    print(f"  attempts          {total.attempts}")
+    print(f"  attempts          {total.attempts} (the rounds, and the baseline's one after another)")
     print(f"  wrong records     {len(total.wrong)}")
     print(f"  port collisions   {len(total.collisions)}")
     print(f"  leftovers         {len(total.leftovers)}")
