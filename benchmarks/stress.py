@@ -20,6 +20,7 @@ Nothing here is a test: it measures and prints.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import subprocess
@@ -41,7 +42,10 @@ READY = "The server is fired up and ready to roll!"
 # mode -> (fake-server actions after binding its port, the record it must get)
 MODES: dict[str, tuple[list[str], str]] = {
     "chatty": (["flood=20", f"out={READY}", "hang"], "ready"),
-    "stubborn": (["ignore-term", "child", "daemon={tmp}/daemon-{port}.pid", "flood=5", f"out={READY}", "hang"], "ready"),
+    "stubborn": (
+        ["ignore-term", "child", "daemon={tmp}/daemon-{port}.pid", "flood=5", f"out={READY}", "hang"],
+        "ready",
+    ),
     "oom": (["flood=5", "progress=50", "err=torch.OutOfMemoryError: CUDA out of memory.", "hang"], "failed:oom"),
     "crash": (["flood=2", "out=Load weight begin.", "exit=3"], "crashed"),
     "sigkill": (["out=Load weight begin.", "signal=9"], "crashed"),
@@ -98,9 +102,9 @@ class Tally:
 
 def run_three(folder: Path, spec: Path, repeat: int, at_once: bool) -> tuple[float, Tally]:
     """Three diagbench runs of `spec`, at once or one after another; their tally."""
+    options = ["--parallel", "4", "--repeat", str(repeat)]
     argvs = [
-        [sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(folder / f"runs-{i}")]
-        + ["--parallel", "4", "--repeat", str(repeat)]
+        [sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(folder / f"runs-{i}"), *options]
         for i in range(3)
     ]
     started = time.monotonic()
@@ -156,7 +160,7 @@ def _collisions(runs: list[Path]) -> list[str]:
                 spans.setdefault(port, []).append(span)
     for port, held in spans.items():
         held.sort()
-        for (_, end, who), (start, _, other) in zip(held, held[1:]):
+        for (_, end, who), (start, _, other) in itertools.pairwise(held):
             if start < end:
                 found.append(f"port {port}: {who} and {other} at once")
     return found
@@ -183,7 +187,9 @@ def main() -> None:
             seconds, tally = run_three(base / f"round-{i}", spec, repeat, at_once=True)
             times.append(seconds)
             total.add(tally)
-    print(f"three `diagbench run --parallel 4 --repeat {repeat}` at once, {rounds} round(s), {len(MODES)} kinds of server")
+    print(
+        f"three `diagbench run --parallel 4 --repeat {repeat}` at once, {rounds} round(s), {len(MODES)} kinds of server"
+    )
     print(f"  attempts          {total.attempts} (the rounds, and the baseline's one after another)")
     print(f"  wrong records     {len(total.wrong)}")
     print(f"  port collisions   {len(total.collisions)}")

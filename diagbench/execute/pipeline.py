@@ -14,6 +14,7 @@ from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import plain_slots
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import (
@@ -79,7 +80,8 @@ def execute(
     try:
         if options.resume is None:
             settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
-            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings))
+            facts = host.collect(spec.path.resolve().parent)
+            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
         events.on_open(run_dir, planned)
         result = _launch_and_judge(spec, run_dir, planned, done, options, events, cancel)
     finally:
