@@ -6,6 +6,7 @@ Every diagbench here is a real process, and so is every server."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import signal
@@ -371,3 +372,37 @@ def test_max_log_in_the_spec(tmp_path):
     with pytest.raises(SpecError) as raised:
         load_spec(spec)
     assert "server.max_log: expected a size of at least 64KiB, like 1GiB, 500MB or 64KiB, got" in str(raised.value)
+
+
+def test_only_a_gone_owner_s_processes_are_strays(tmp_path):
+    from diagbench.launch.reaper import find_strays, stop_stray
+    from diagbench.launch.tags import Owner, Tag, me
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    owners = {
+        "ended": Owner(ended.pid, "1", me().namespace),
+        "reused pid": Owner(os.getpid(), "1", me().namespace),  # this pid, another start: not us
+        "live": me(),
+        "other namespace": Owner(ended.pid, "1", "4026531999"),  # nothing can be known about it
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"],
+            env={**os.environ, **Tag("n0nce", name, owner, tmp_path).env()},
+        )
+        for name, owner in owners.items()
+    }
+    try:
+        wait_until(lambda: len(sweep_tagged(tmp_path)) == 4, what="the tagged sleepers")
+        strays = {s.tag.attempt: s for s in find_strays() if s.tag.run_dir == tmp_path}
+        assert sorted(strays) == ["ended", "reused pid"]
+        assert strays["ended"].pids == (procs["ended"].pid,)
+        teardown = stop_stray(strays["ended"], grace=5)
+        assert [(k.pid, k.signal) for k in teardown.killed] == [(procs["ended"].pid, "SIGTERM")]
+        assert procs["ended"].wait(timeout=10) == -signal.SIGTERM
+        assert all(procs[name].poll() is None for name in ("reused pid", "live", "other namespace"))
+    finally:
+        for proc in procs.values():
+            proc.kill()
+            proc.wait()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import DiagbenchError
+from diagbench.launch.ports import remove_stale_leases
 from diagbench.launch.process import Teardown
 from diagbench.launch.reaper import Stray, find_strays, leaked_folders, remove_folder, stop_stray
 from diagbench.launch.tags import me
@@ -57,6 +58,7 @@ def sweep_host(by: str, hurry: threading.Event | None = None) -> Sweep:
             teardowns = list(pool.map(lambda s: stop_stray(s, _grace(_manifest(s.tag.run_dir)), hurry), strays))
         sweep.attempts = [_write_down(s, t, by) for s, t in zip(strays, teardowns, strict=True)]
     sweep.folders = [f for f in leaked_folders() if remove_folder(f)]
+    remove_stale_leases()  # bookkeeping of ports, nothing to report
     return sweep
 
 
@@ -64,7 +66,7 @@ def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
     """Record what was stopped in the dead run's directory, if it is there and free."""
     run_dir = stray.tag.run_dir
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    if not run_dir.is_dir():
+    if not (run_dir / "manifest.json").is_file():
         return Swept(stray, teardown, at, None, f"its run directory {run_dir} is gone")
     lock = try_lock_run(run_dir)
     if lock is None:

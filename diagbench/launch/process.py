@@ -285,15 +285,16 @@ def _name(proc: psutil.Process) -> str:
 
 
 def tagged_processes() -> Iterator[tuple[psutil.Process, Tag]]:
-    """Every live process on the host that carries a diagbench tag (of any invocation),
-    with its tag; processes of other users, whose environment cannot be read, are skipped."""
-    me = os.getpid()
+    """Every live process of this user that carries a diagbench tag (of any invocation),
+    with its tag. Other users' processes are never listed, even for root: a tag is only
+    an environment variable, which anyone can set."""
+    me, uid = os.getpid(), os.getuid()
     for proc in psutil.process_iter():
         if proc.pid == me:
             continue
         with contextlib.suppress(psutil.Error, OSError):
             raw = _environ_bytes(proc)
-            if _tag_marker("") not in raw or proc.status() == psutil.STATUS_ZOMBIE:
+            if _tag_marker("") not in raw or proc.uids().real != uid or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
             tag = Tag.from_env(_diagbench_vars(raw))
             if tag is not None:

@@ -9,6 +9,7 @@ a later diagbench (`run`, `run --resume`, `cleanup`) finds them here.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -58,9 +59,17 @@ def leaked_folders() -> list[Path]:
     found = []
     for folder in Path(tempfile.gettempdir()).glob(CACHES_PREFIX + "*"):
         owner = caches_owner(folder.name)
-        if owner is not None and folder.is_dir() and not folder.is_symlink() and owner.gone():
+        if owner is not None and _ours(folder) and owner.gone():
             found.append(folder)
     return sorted(found)
+
+
+def _ours(folder: Path) -> bool:
+    """A real folder (not a link) of this user: a name in /tmp is anyone's to choose."""
+    try:
+        return folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.getuid()
+    except OSError:
+        return False
 
 
 def remove_folder(folder: Path) -> bool:
