@@ -23,22 +23,37 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus the spec's name")] = None,
     only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
     repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
-    parallel: Annotated[int, typer.Option(min=1, help="cells launched at once")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="cells launched at once (default: one per GPU slot, else 1)")
+    ] = None,
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
     resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    stop_when_decided: Annotated[
+        bool, typer.Option(help="skip attempts that can no longer change a verdict or an expect")
+    ] = False,
+    fail_fast: Annotated[bool, typer.Option(help="skip every attempt after the first violated expect")] = False,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.execute.slots import resolve_slots
     from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
+    from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     loaded_spec = guarded(lambda: load_spec(spec))
     if run_id is not None:
         guarded(lambda: check_run_id(run_id))
-    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    options = RunOptions(
+        runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, request, stop_when_decided, fail_fast, slots
+    )
     cancel = Cancel()
     # from here on a signal stops the run in order: diagbench exits only once every server
     # is gone and every record, verdict and table is written (a second one hurries it)

@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
-from diagbench.execute.slots import plain_slots
+from diagbench.execute.slots import SlotPlan, resolve_slots
+from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
@@ -24,6 +26,7 @@ from diagbench.records.store import (
     open_existing_run,
     open_run,
 )
+from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
@@ -54,8 +57,12 @@ class RunOptions:
     run_id: str | None = None
     only: tuple[str, ...] = ()
     repeat: int = 1
-    parallel: int = 1
+    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs)
     resume: Path | None = None  # an interrupted run directory to finish
+    gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
+    stop_when_decided: bool = False  # skip attempts that can no longer change a verdict or an expect
+    fail_fast: bool = False  # skip everything after the first violated expect
+    slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
 
 
 def execute(
@@ -66,10 +73,9 @@ def execute(
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge.
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
-    if options.parallel > 1 and spec.server.port is not None:
-        raise UserError(
-            f"--parallel {options.parallel} needs server.port: auto (cells cannot share port {spec.server.port})"
-        )
+    slots = options.slots or resolve_slots(spec, options.gpus, options.parallel)
+    if options.stop_when_decided and not (spec.hypotheses or spec.expectations):
+        raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
     else:
@@ -77,13 +83,12 @@ def execute(
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
     own_cancel = cancel is None
     cancel = cancel or Cancel()
-    try:
+    try:  # the run directory is locked from here on: released however this ends
         if options.resume is None:
-            settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
             facts = host.collect(spec.path.resolve().parent)
-            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
+            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, _settings(options, slots), facts))
         events.on_open(run_dir, planned)
-        result = _launch_and_judge(spec, run_dir, planned, done, options, events, cancel)
+        result = _launch_and_judge(spec, options, slots, run_dir, planned, done, events, cancel)
     finally:
         run_dir.release()
         if own_cancel:
@@ -93,17 +98,21 @@ def execute(
 
 def _launch_and_judge(
     spec: Spec,
+    options: RunOptions,
+    slots: SlotPlan,
     run_dir: RunDir,
     planned: list[PlannedAttempt],
     done: list[AttemptRecord],
-    options: RunOptions,
     events: RunEvents,
     cancel: Cancel,
 ) -> RunResult:
     finished = {r.attempt for r in done}
-    executor = LocalExecutor(spec.server, run_dir)
+    executor = LocalExecutor(spec.server, run_dir, slots)
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
     todo = [p for p in planned if p.name not in finished]
-    scheduled = run_attempts(todo, executor, plain_slots(options.parallel), run_dir, events, cancel, done=done)
+    if options.stop_when_decided:
+        todo = decision_order(todo, spec.hypotheses, spec.expectations)
+    scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
     order = {p.name: i for i, p in enumerate(planned)}
     records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))
     result = RunResult(run_dir, records, interrupted=scheduled.interrupted, harness_errors=scheduled.harness_errors)
@@ -114,6 +123,20 @@ def _launch_and_judge(
     except WriteError as exc:
         result.write_error = result.write_error or exc
     return result
+
+
+def _settings(options: RunOptions, slots: SlotPlan) -> dict[str, Any]:
+    """The options a run was started with, for its manifest."""
+    return {
+        "only": list(options.only),
+        "repeat": options.repeat,
+        "parallel": options.parallel,
+        "gpus": list(slots.offer.ids),
+        "gpus_per_attempt": slots.per_attempt,
+        "slots": [list(slot.gpus) for slot in slots.slots],
+        "stop_when_decided": options.stop_when_decided,
+        "fail_fast": options.fail_fast,
+    }
 
 
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:

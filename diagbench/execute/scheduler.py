@@ -128,7 +128,7 @@ class _Run:
                 record = not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {type(exc).__name__}: {exc}")
             return self.finish(item, record)
         finally:
-            self.free.put(slot)  # only now: the record is on disk (or has failed) before the next launch
+            self.free.put(slot)  # only now: the record is in before the next launch (and the gate sees it)
 
     def finish(self, item: PlannedAttempt, record: AttemptRecord) -> AttemptRecord:
         try:

@@ -13,6 +13,7 @@ from typing import Any
 from diagbench.errors import SpecError
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
+from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
 from diagbench.yamlsrc import Src, load_document, suggest
@@ -24,7 +25,7 @@ MIN_MAX_LOG = 64 << 10
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
 _SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
-_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses")
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus")
 _SERVER_KEYS = (
     "command",
     "shell",
@@ -39,6 +40,7 @@ _SERVER_KEYS = (
     "settle",
     "fresh_caches",
     "max_log",
+    "gpus",
 )
 # compile caches that carry kernels (and their autotune results) from one launch to the next
 COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
@@ -60,6 +62,7 @@ class ServerSpec:
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
     max_log: int = DEFAULT_MAX_LOG  # bytes of server.log before only its head and last part are kept
+    gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Spec:
     cells: tuple[Cell, ...]
     expectations: tuple[Expectation, ...] = ()
     hypotheses: tuple[Hypothesis, ...] = field(default=())
+    gpus: GpuRequest | None = None  # the GPUs to use when --gpus is not given (None: all that are visible)
 
     def to_json(self) -> dict[str, Any]:
         """The spec as loaded, for the manifest (labels as written)."""
@@ -95,7 +99,9 @@ class Spec:
                 "settle_s": s.settle,
                 "fresh_caches": list(s.fresh_caches),
                 "max_log": s.max_log,
+                "gpus": s.gpus,
             },
+            "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
                 a.name: {
                     "kind": a.kind.value,
@@ -128,6 +134,7 @@ def load_spec(path: Path) -> Spec:
         cells=cells,
         expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
         hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
+        gpus=parse_gpus_key(keys["gpus"]) if "gpus" in keys else None,
     )
 
 
@@ -167,6 +174,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
         fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
         max_log=_parse_size(keys["max_log"]) if "max_log" in keys else DEFAULT_MAX_LOG,
+        gpus=parse_gpus_per_attempt(keys["gpus"]) if "gpus" in keys else None,
     )
 
 
