@@ -23,6 +23,10 @@ class DiagbenchError(Exception):
 class UserError(DiagbenchError):
     """The input (spec, command line, run directory) cannot be used as given."""
 
+    def lines(self) -> list[str]:
+        """The message, one line per mistake (several for a spec with several)."""
+        return str(self).splitlines() or [type(self).__name__]
+
 
 class SpecError(UserError):
     """A spec mistake, located at a file, a line and a field path."""

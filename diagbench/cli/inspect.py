@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from diagbench.cli.app import Format, app, guarded, out
+from diagbench.cli.checks import check_launchable, say_problems
+from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.logs.classify import Classification
 
 
 @app.command()
@@ -23,7 +30,9 @@ def plan(
     from diagbench.spec.load import load_spec
 
     loaded = guarded(lambda: load_spec(spec))
-    out.print(guarded(lambda: render_plan(loaded, only or [])), markup=False)
+    out.print(visible(guarded(lambda: render_plan(loaded, only or []))), markup=False)
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+        raise typer.Exit(ExitCode.USAGE)
 
 
 @app.command()
@@ -43,35 +52,53 @@ def report(
     else:
         renderer = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}[format]
         sys.stdout.write(renderer(view))
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))
+
+
+class Engine(str, Enum):
+    auto = "auto"
+    hyperscan = "hyperscan"
+    re = "re"
 
 
 @app.command()
 def classify(
-    logfile: Annotated[Path, typer.Argument(help="a server log")],
+    logfile: Annotated[Path, typer.Argument(help="a server log, or - to read standard input until the decision")],
     signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (design.md 3.3)")] = False,
-    engine: Annotated[str, typer.Option(help="auto, hyperscan or re")] = "auto",
+    engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
-    from diagbench.logs.classify import classify_file, context
+    from diagbench.logs.classify import classify_file, classify_stream, context
     from diagbench.logs.signatures import load_packs
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    result = guarded(lambda: classify_file(logfile, sigs, engine))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
-        return
+    with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
+        if str(logfile) == "-":
+            result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy))
+        else:
+            result = guarded(lambda: classify_file(logfile, sigs, engine.value))
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_json()) + "\n")
+            return
+        copy.seek(0)
+        lines = context(copy if str(logfile) == "-" else logfile, result.line_no) if result.line_no else []
+    _print_classification(result, lines)
+
+
+def _print_classification(result: Classification, lines: list[tuple[int, str]]) -> None:
+    """The human form: every piece of the log shown with its control characters escaped."""
     label = result.outcome + (f":{result.failure_class}" if result.failure_class else "")
     out.print(f"outcome: {label}", markup=False)
     if result.secondary_classes:
         out.print(f"secondary: {', '.join(result.secondary_classes)}", markup=False)
-    out.print(f"phase reached: {result.phase or '-'}", markup=False)
+    out.print(f"phase reached: {visible(result.phase or '-')}", markup=False)
     if result.line_no:
         out.print(f"decided by {result.signature} at line {result.line_no}:", markup=False)
-        for number, text in context(logfile, result.line_no):
+        for number, text in lines:
             marker = ">" if number == result.line_no else " "
-            out.print(f"{marker} {number:>7} | {text}", markup=False, soft_wrap=True)
+            out.print(f"{marker} {number:>7} | {visible(text)}", markup=False, soft_wrap=True)
     else:
         out.print(f"no ready or failure line in {result.lines} lines", markup=False)
 
@@ -108,7 +135,10 @@ def diff(
     a = guarded(lambda: view_of(load_run(run_a)))
     b = guarded(lambda: view_of(load_run(run_b)))
     changes = diff_runs(a, b)
-    out.print(render_diff(a, b, changes), markup=False)
+    out.print(visible(render_diff(a, b, changes)), markup=False)
+    if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
+        say_problems(a, b)
+        raise typer.Exit(ExitCode.USAGE)
     raise typer.Exit(ExitCode.EXPECT_VIOLATED if changes.regressions else ExitCode.OK)
 
 

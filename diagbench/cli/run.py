@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt, write_report
+from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.vocab import ExitCode
 
 
@@ -28,6 +29,7 @@ def run(
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
     from diagbench.render.live import Progress
     from diagbench.render.report import render_junit, render_markdown, render_table
@@ -35,13 +37,16 @@ def run(
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
+    if junit is not None:
+        guarded(lambda: check_writable(junit, "--junit"))
+    guarded(lambda: check_launchable(loaded_spec, only or [], resume is not None))
     progress = Progress(out)
     options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
     try:
         result = guarded(lambda: execute(loaded_spec, options, progress))
     finally:
         progress.close()
-    view = guarded(lambda: view_of(load_run(result.run_dir.path)))
+    view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(loaded_spec)))
     out.print(render_table(view))
     if junit is not None:
         guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
@@ -55,4 +60,5 @@ def run(
         for line in result.harness_errors:
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))

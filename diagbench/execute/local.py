@@ -12,6 +12,7 @@ from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor, redact_record
 from diagbench.records.store import RunDir
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
@@ -39,7 +40,8 @@ class LocalExecutor:
         )
         if gpu_info is not None:
             record = dataclasses.replace(record, gpu={**gpu_info, "after_mib": gpu.memory_used_mib()})
-        return record
+        secrets = Redactor.of([self.server.env, item.cell.env], [self.server.command, item.cell.args])
+        return redact_record(record, secrets)
 
     def _settle_gpu(self, cancel: Cancel) -> dict[str, Any] | None:
         """Wait (bounded) until the GPUs' memory is back to where the run started."""

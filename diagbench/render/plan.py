@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Sequence
 
 from diagbench.launch.command import build_command
+from diagbench.records.redact import REDACTED, spec_redactor
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
 
@@ -29,12 +30,13 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
         ),
         "",
     ]
+    secrets = spec_redactor(spec)
     for cell in cells:
-        argv = build_command(s, cell, s.port if s.port is not None else "{port}")
-        shown = argv[0] if s.shell else shlex.join(argv).replace("'{port}'", "{port}")
+        argv = secrets.argv(build_command(s, cell, s.port if s.port is not None else "{port}"))
+        shown = argv[0] if s.shell else _joined(argv)
         lines.append(f"[{cell.index}] {cell.id}")
         lines.append(f"    argv: {shown}" + ("   (run by /bin/sh -c)" if s.shell else ""))
-        changes = {**s.env, **cell.env}
+        changes = secrets.env({**s.env, **cell.env})
         if changes:
             words = [f"{k}={v}" if v is not None else f"unset {k}" for k, v in changes.items()]
             lines.append("    env:  " + "  ".join(words))
@@ -45,3 +47,8 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
     if undecided:
         lines += ["", "not decidable with this selection: " + ", ".join(undecided)]
     return "\n".join(lines)
+
+
+def _joined(argv: Sequence[str]) -> str:
+    """The argv as a shell would take it; `{port}` and `<redacted>` shown bare (marks, not words)."""
+    return " ".join(t if REDACTED in t else shlex.quote(t) for t in argv).replace("'{port}'", "{port}")

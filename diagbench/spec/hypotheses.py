@@ -55,13 +55,14 @@ class Hypothesis:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Hypothesis:
+        """Read back from a manifest; a malformed entry raises KeyError, TypeError or ValueError."""
         return cls(
-            id=data["id"],
-            claim=data.get("claim", ""),
-            when={k: tuple(v) for k, v in data.get("when", {}).items()},
+            id=_string(data["id"]),
+            claim=_string(data.get("claim", "")),
+            when=_selector_of(data.get("when", {})),
             supported_if=tuple(_condition_of(c) for c in data.get("supported_if", [])),
             refuted_if=tuple(_condition_of(c) for c in data.get("refuted_if", [])),
-            meaning=dict(data.get("meaning", {})),
+            meaning={_string(k): _string(v) for k, v in data.get("meaning", {}).items()},
         )
 
 
@@ -78,14 +79,26 @@ class Expectation:
     def from_json(cls, index: int, data: Mapping[str, Any]) -> Expectation:
         return cls(
             index,
-            {k: tuple(v) for k, v in data.get("when", {}).items()},
+            _selector_of(data.get("when", {})),
             tuple(_condition_of(c) for c in data.get("outcome", [])),
         )
 
 
 def _condition_of(text: str) -> Condition:
-    outcome, _, cls = text.partition(":")
+    outcome, _, cls = _string(text).partition(":")
+    if cls and cls not in FAILURE_CLASSES:
+        raise ValueError(f"unknown failure class {cls!r}")
     return Condition(Outcome(outcome), cls or None)
+
+
+def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    return {_string(k): tuple(_string(label) for label in v) for k, v in data.items()}
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 def hypotheses_sha256(hypotheses: Sequence[Hypothesis]) -> str:

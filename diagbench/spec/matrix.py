@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Protocol
 
 from diagbench.errors import UserError
+from diagbench.records.redact import secret_name, secret_template
 from diagbench.spec.yamlsrc import Src, suggest
 
 UNSET = "unset"
@@ -36,6 +37,13 @@ class Axis:
     kind: AxisKind
     target: tuple[str, ...]  # env: (VAR,); flag: (--flag,); args: the template tokens
     levels: tuple[Level, ...]
+
+    @property
+    def secret(self) -> bool:
+        """Its values are secrets: it sets a secret-named variable, or a secret flag's value."""
+        if self.kind is AxisKind.ENV:
+            return secret_name(self.target[0])
+        return self.kind is AxisKind.ARGS and secret_template(self.target)
 
     @property
     def labels(self) -> tuple[str, ...]:
