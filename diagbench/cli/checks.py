@@ -22,7 +22,9 @@ def check_writable(path: Path, option: str) -> None:
         with path.open("a", encoding="utf-8"):
             pass
     except OSError as exc:
-        raise UserError(f"{option} {path}: cannot write there ({exc.strerror}); fix the path, nothing was run") from None
+        raise UserError(
+            f"{option} {path}: cannot write there ({exc.strerror}); fix the path, nothing was run"
+        ) from None
     if not existed:
         path.unlink(missing_ok=True)
 

@@ -74,7 +74,9 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
         violations=check_expectations(expectations, records),
         expectations=expectations,
         provenance=manifest.mapping("provenance"),
-        log_tails={r.attempt: redactor.log(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records},
+        log_tails={
+            r.attempt: redactor.log(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
+        },
         unreadable=[*loaded.unreadable, *manifest.unreadable],
     )
 

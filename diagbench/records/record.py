@@ -6,9 +6,9 @@ and a missing or mistyped field names itself instead of surfacing later as a tra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import json
 import types
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Union, get_args, get_origin, get_type_hints
 

@@ -140,9 +140,7 @@ class Redactor:
 
     def env(self, env: Mapping[str, str | None]) -> dict[str, str | None]:
         """Environment changes with secret-named variables blanked (an unset stays None)."""
-        return {
-            k: None if v is None else REDACTED if secret_name(k) and v else self.text(v) for k, v in env.items()
-        }
+        return {k: None if v is None else REDACTED if secret_name(k) and v else self.text(v) for k, v in env.items()}
 
     def deep(self, data: T) -> T:
         """Every string value inside nested JSON data, through `text` (keys are left as written)."""
@@ -184,16 +182,16 @@ def _flag_values(argv: Sequence[str]) -> Iterable[str]:
     """The values given to secret flags in a command line (also inside a shell string)."""
     for index, token in enumerate(argv):
         if secret_flag(token):
-            flag, eq, value = token.partition("=")
+            _, eq, after = token.partition("=")
             if eq:
-                yield value
+                yield after
             elif index + 1 < len(argv):
                 yield argv[index + 1]
         elif any(c.isspace() for c in token):
             for m in _FLAG_NAME.finditer(token):
-                value = _VALUE.match(token, m.end())
-                if secret_name(m.group("name")) and value and _is_value(value.group()):
-                    yield value.group().strip("'\"")
+                found = _VALUE.match(token, m.end())
+                if secret_name(m.group("name")) and found and _is_value(found.group()):
+                    yield found.group().strip("'\"")
 
 
 def spec_redactor(spec: Spec) -> Redactor:
