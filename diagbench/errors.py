@@ -3,6 +3,7 @@
     DiagbenchError           anything diagbench raises on purpose
     └── UserError            the user's input is unusable: exit 2, one message, no traceback
         ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
+        │   └── SpecErrors   several of them at once, in line order
         ├── RunDirError      a run directory that cannot be used or read back
         │   └── RecordError  one record (result.json, manifest.json) unreadable: named, never hiding the rest
         └── LaunchError      a server that could not be started (recorded as the outcome `launch_error`)
@@ -14,6 +15,8 @@ Foreign errors (yaml, psutil, httpx, OSError) are translated where they are caug
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class DiagbenchError(Exception):
@@ -37,6 +40,22 @@ class SpecError(UserError):
         field = f" {path}:" if path else ""
         text = f"{where}:{field} {message}"
         super().__init__(f"{text} ({fix})" if fix else text)
+
+
+class SpecErrors(SpecError):
+    """Several spec mistakes, in line order, like a compiler's list (the first 20 shown)."""
+
+    def __init__(self, errors: Sequence[SpecError], shown: int = 20):
+        first = errors[0]
+        super().__init__(first.file, first.line, first.path, first.message, first.fix)
+        self.errors = list(errors)
+        lines = [str(e) for e in self.errors[:shown]]
+        if len(self.errors) > shown:
+            lines.append(f"{first.file}: {len(self.errors) - shown} more mistake(s) not shown (fix these first)")
+        self.args = ("\n".join(lines),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class RunDirError(UserError):
