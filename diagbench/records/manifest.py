@@ -6,16 +6,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from diagbench.records import host
-from diagbench.records.redact import REDACTED, Redactor, redact_yaml, spec_redactor
+from diagbench.records.redact import Redactor, redact_yaml, spec_redactor
 from diagbench.records.store import MANIFEST_VERSION
+from diagbench.sensitive import REDACTED
 from diagbench.spec.hypotheses import hypotheses_sha256
 from diagbench.spec.load import Spec
 from diagbench.spec.plan import PlannedAttempt
 
 
 def build_manifest(
-    spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, options: dict[str, Any]
+    spec: Spec,
+    planned: Sequence[PlannedAttempt],
+    run_id: str,
+    options: dict[str, Any],
+    provenance: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything known before the first launch, hypotheses and their hash included (secrets blanked)."""
     redactor = spec_redactor(spec)
@@ -44,7 +48,7 @@ def build_manifest(
             for p in planned
         ],
         "options": options,
-        "provenance": host.collect(spec.path.resolve().parent),
+        "provenance": provenance,
     }
     return redactor.deep(manifest)  # a known secret anywhere else (a description, a URL) too
 

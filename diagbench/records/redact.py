@@ -1,6 +1,7 @@
-"""Secrets never reach a record or a screen: one module decides what is secret, everyone uses it.
+"""Secrets never reach a record or a screen: the one place that blanks them, used everywhere
+(manifest, spec text, records, plan, tables, Markdown, JUnit).
 
-A value is secret
+A value is secret (the predicates are in `diagbench.sensitive`)
 - by name: an environment variable or a flag whose last word is a secret word (`HF_TOKEN`,
   `OPENAI_API_KEY`, `--api-key X`, `--hf-token=X`; not `MAX_TOKENS` or `--tokenizer`);
 - by shape: `hf_...`, `sk-...`, `ghp_...`, `nvapi-...`, `AKIA...`, JWTs, `Bearer ...`, the
@@ -15,47 +16,20 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from diagbench.records.record import AttemptRecord
+from diagbench.sensitive import REDACTED, SHAPE, secret_flag, secret_name, secret_template
 
-if TYPE_CHECKING:  # the spec imports this module (secret axes); only its type is needed here
+if TYPE_CHECKING:
     from diagbench.spec.load import Spec
 
-REDACTED = "<redacted>"
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_SECRET_ENDINGS = (
-    "token",
-    "key",
-    "keys",
-    "secret",
-    "secrets",
-    "password",
-    "passwords",
-    "passwd",
-    "passphrase",
-    "credential",
-    "credentials",
-)
-_SECRET_WORDS = frozenset({"auth", "authorization", "pat", "cookie"})
-_SHAPE = re.compile(
-    r"(?<![A-Za-z0-9])(?:"
-    r"hf_[A-Za-z0-9]{8,}"  # Hugging Face
-    r"|sk-[A-Za-z0-9_-]{8,}"  # OpenAI, Anthropic (sk-ant-), and their imitators
-    r"|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}"  # GitHub
-    r"|glpat-[A-Za-z0-9_-]{8,}"  # GitLab
-    r"|nvapi-[A-Za-z0-9_-]{8,}"  # NVIDIA NGC / build.nvidia.com
-    r"|xox[abprs]-[A-Za-z0-9-]{8,}"  # Slack
-    r"|AKIA[0-9A-Z]{16}"  # AWS access key id
-    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # a JWT: base64url '{"' header
-    r")"
-)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
 _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
@@ -63,34 +37,6 @@ _FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|[ \t]+)")
 _PAIR_NAME = re.compile(r"(?<![\w.-])(?P<q>['\"]?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*[=:]\s*")
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
 _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "basic", REDACTED.lower()})
-T = TypeVar("T")
-
-
-def secret_name(name: str) -> bool:
-    """A variable or flag named like a secret: its last word is token, key, password, ..."""
-    words = [w.lower() for w in _WORD.findall(name) if not w.isdigit()]
-    if not words:
-        return False
-    return words[-1].endswith(_SECRET_ENDINGS) or words[-1] in _SECRET_WORDS
-
-
-def secret_flag(token: str) -> bool:
-    """`--api-key`, `--hf-token=...`: an option whose value is a secret."""
-    return token.startswith("-") and secret_name(token.partition("=")[0])
-
-
-def secret_template(tokens: Sequence[str], slot: str = "{value}") -> bool:
-    """Whether an args template puts `{value}` where a secret flag's value goes."""
-    for index, token in enumerate(tokens):
-        flag, eq, rest = token.partition("=")
-        if secret_flag(flag) and ((eq and slot in rest) or (index + 1 < len(tokens) and slot in tokens[index + 1])):
-            return True
-    return False
-
-
-def looks_secret(value: str) -> bool:
-    """A value shaped like a token (`hf_...`, `sk-...`, a JWT), whatever its name."""
-    return bool(_SHAPE.search(value))
 
 
 @dataclass(frozen=True)
@@ -109,7 +55,7 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Known values and secret shapes, wherever they are in `text`."""
-        text = _SHAPE.sub(REDACTED, text)
+        text = SHAPE.sub(REDACTED, text)
         for value in sorted(self.known, key=len, reverse=True):
             if value in text:
                 text = text.replace(value, REDACTED)
@@ -142,12 +88,12 @@ class Redactor:
         """Environment changes with secret-named variables blanked (an unset stays None)."""
         return {k: None if v is None else REDACTED if secret_name(k) and v else self.text(v) for k, v in env.items()}
 
-    def deep(self, data: T) -> T:
+    def deep(self, data: dict[str, Any]) -> dict[str, Any]:
         """Every string value inside nested JSON data, through `text` (keys are left as written)."""
-        return _deep(data, self.text)
+        return {k: _deep(v, self.text) for k, v in data.items()}
 
 
-def _deep(data: Any, scrub: Any) -> Any:
+def _deep(data: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(data, str):
         return scrub(data)
     if isinstance(data, list):

@@ -6,7 +6,8 @@ import shlex
 from collections.abc import Sequence
 
 from diagbench.launch.command import build_command
-from diagbench.records.redact import REDACTED, spec_redactor
+from diagbench.records.redact import spec_redactor
+from diagbench.sensitive import REDACTED
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
 

@@ -10,7 +10,7 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from diagbench.spec.yamlsrc import Src
+from diagbench.yamlsrc import Src
 
 COMMAND_PLACEHOLDERS = ("port", "python")  # filled in the command and in axis args
 ENV_PLACEHOLDERS = ("port",)  # filled in env values and ready.http

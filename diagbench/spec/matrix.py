@@ -11,9 +11,9 @@ from functools import partial
 from typing import Protocol
 
 from diagbench.errors import UserError
-from diagbench.records.redact import looks_secret, secret_name, secret_template
+from diagbench.sensitive import looks_secret, secret_name, secret_template
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
-from diagbench.spec.yamlsrc import Src, suggest
+from diagbench.yamlsrc import Src, suggest
 
 UNSET = "unset"
 ARGS_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "value")
