@@ -33,7 +33,8 @@ MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as 
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
 _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
-_FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|[ \t]+)")
+# a flag and what separates it from its value: `--f X`, `--f=X`, and a printed list's `'--f', 'X'`
+_FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|['\"]?,?[ \t]+)")
 _PAIR_NAME = re.compile(r"(?<![\w.-])(?P<q>['\"]?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*[=:]\s*")
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
 _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "basic", REDACTED.lower()})
