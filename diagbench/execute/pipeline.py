@@ -94,6 +94,8 @@ def execute(
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:
     """An interrupted run to finish: same spec (by hash), its plan, and what already ended."""
     loaded = load_run(path)
+    if loaded.unreadable:  # relaunching would overwrite it: what it holds is not ours to lose
+        raise UserError("\n".join(f"{u}; resume would overwrite it: move it away first" for u in loaded.unreadable))
     if loaded.manifest.get("spec_sha256") != spec.sha256:
         raise UserError(
             f"{path}: the spec changed since this run started (its sha256 differs); "
