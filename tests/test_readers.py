@@ -151,6 +151,14 @@ def test_a_log_that_is_a_fifo_does_not_hang_junit(run: Path) -> None:
     assert proc.returncode == 0 and "<testsuites" in proc.stdout
 
 
+def test_diff_with_an_unreadable_record_is_not_trusted(run: Path, finished: Path) -> None:
+    bad = results(run)[0]
+    bad.write_text("")
+    proc = diagbench("diff", str(finished), str(run), cwd=run.parent)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"diagbench: {bad}: not valid JSON")
+
+
 def test_resume_refuses_to_overwrite_an_unreadable_record(run: Path) -> None:
     bad = results(run)[0]
     edit(bad, schema_version=9)

@@ -112,17 +112,17 @@ def load_spec(path: Path) -> Spec:
     keys = root.mapping(_TOP_KEYS)
     for need in ("name", "server", "matrix"):
         root.missing(keys, need, _MISSING_FIX[need])
-    name = root.attempt(lambda: keys["name"].string(), "") if "name" in keys else ""
-    description = root.attempt(lambda: keys["description"].text(), "") if "description" in keys else ""
-    server = (
-        root.attempt(lambda: _parse_server(keys["server"], path.resolve().parent), None) if "server" in keys else None
-    )
-    matrix = root.attempt(lambda: parse_matrix(keys["matrix"]), None) if "matrix" in keys else None
-    axes, cells = (matrix.axes, matrix.cells) if matrix else (None, None)
-    expectations = root.attempt(lambda: parse_expectations(keys["expect"], axes, cells), ()) if "expect" in keys else ()
-    hypotheses = (
-        root.attempt(lambda: parse_hypotheses(keys["hypotheses"], axes, cells), ()) if "hypotheses" in keys else ()
-    )
+
+    def part(key: str, parse: Callable[[Src], T], fallback: F) -> T | F:
+        return root.attempt(lambda: parse(keys[key]), fallback) if key in keys else fallback
+
+    name = part("name", Src.string, "")
+    description = part("description", Src.text, "")
+    server = part("server", lambda s: _parse_server(s, path.resolve().parent), None)
+    matrix = part("matrix", parse_matrix, None)
+    axes, cells = (matrix.axes, matrix.cells) if matrix else (None, None)  # None: broken, skip what needs it
+    expectations = part("expect", lambda s: parse_expectations(s, axes, cells), ())
+    hypotheses = part("hypotheses", lambda s: parse_hypotheses(s, axes, cells), ())
     problems.raise_found(str(path))
     assert server is not None and matrix is not None  # no mistake recorded: every part was parsed
     if not matrix.cells:
