@@ -249,3 +249,14 @@ def test_a_block_scalar_command_stays_valid_yaml() -> None:
     out = redact_yaml(text, Redactor())
     assert "hunter2" not in out
     assert yaml.safe_load(out) == {"server": {"command": f"srv --password {REDACTED}\n", "timeout": "5s"}}
+
+
+def test_an_assignment_inside_a_command_word() -> None:
+    argv = ["docker", "run", "-e", "HF_TOKEN=abcdefghij12", "img", "--override", '{"api_key": "zzzzzzzzzz"}']
+    secrets = Redactor.of(argvs=[argv])
+    assert secrets.known == frozenset({"abcdefghij12", "zzzzzzzzzz"})
+    assert secrets.argv(argv)[3:] == [f"HF_TOKEN={REDACTED}", "img", "--override", f'{{"api_key": "{REDACTED}"}}']
+    text = "server:\n  command: [docker, run, -e, HF_TOKEN=abcdefghij12, img]\nclaim: 'the token: 300'\n"
+    assert redact_yaml(text, Redactor()) == (
+        "server:\n  command: [docker, run, -e, \"HF_TOKEN=<redacted>\", img]\nclaim: 'the token: 300'\n"
+    )

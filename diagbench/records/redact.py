@@ -72,7 +72,8 @@ class Redactor:
         return _blank_values(self.command(text), _PAIR_NAME)
 
     def argv(self, argv: Sequence[str]) -> list[str]:
-        """The command line with the values of secret flags (both `--f X` and `--f=X`) blanked."""
+        """The command line with the values of secret flags (`--f X`, `--f=X`) blanked, and
+        secret assignments inside a word (`docker run -e HF_TOKEN=X`, `sh -c '... --f X'`)."""
         out: list[str] = []
         hide_next = False
         for token in argv:
@@ -81,7 +82,7 @@ class Redactor:
             elif secret_flag(token) and "=" in token:
                 out.append(token.partition("=")[0] + "=" + REDACTED)
             else:
-                out.append(self.command(token) if any(c.isspace() for c in token) else self.text(token))
+                out.append(self.log(token))
             hide_next = secret_flag(token) and "=" not in token
         return out
 
@@ -126,16 +127,12 @@ def _is_value(raw: str) -> bool:
 
 
 def _flag_values(argv: Sequence[str]) -> Iterable[str]:
-    """The values given to secret flags in a command line (also inside a shell string)."""
+    """The values a command line gives to secret flags and names (also inside one word)."""
     for index, token in enumerate(argv):
-        if secret_flag(token):
-            _, eq, after = token.partition("=")
-            if eq:
-                yield after
-            elif index + 1 < len(argv):
-                yield argv[index + 1]
-        elif any(c.isspace() for c in token):
-            for m in _FLAG_NAME.finditer(token):
+        if secret_flag(token) and "=" not in token and index + 1 < len(argv):
+            yield argv[index + 1]
+        for names in (_FLAG_NAME, _PAIR_NAME):
+            for m in names.finditer(token):
                 found = _VALUE.match(token, m.end())
                 if secret_name(m.group("name")) and found and _is_value(found.group()):
                     yield found.group().strip("'\"")
@@ -197,13 +194,14 @@ class _SpecWalk:
         self.text, self.redactor = text, redactor
         self.edits: dict[int, tuple[int, str]] = {}  # start -> (end, replacement)
 
-    def node(self, node: yaml.Node, secret: bool) -> None:
+    def node(self, node: yaml.Node, secret: bool, argv: bool = False) -> None:
+        """Walk `node`; `secret`: its scalars are secrets; `argv`: they are command words."""
         if isinstance(node, yaml.ScalarNode):
-            self.scalar(node, secret)
+            self.scalar(node, secret, argv)
         elif isinstance(node, yaml.SequenceNode):
             hide_next = False
             for item in node.value:
-                self.node(item, secret or hide_next)
+                self.node(item, secret or hide_next, argv)
                 hide_next = isinstance(item, yaml.ScalarNode) and secret_flag(item.value) and "=" not in item.value
         elif isinstance(node, yaml.MappingNode):
             pairs = [(str(k.value) if isinstance(k, yaml.ScalarNode) else "", v) for k, v in node.value]
@@ -213,19 +211,25 @@ class _SpecWalk:
                     for name, entry in value.value:
                         self.node(entry, secret or secret_name(str(name.value)))
                 else:
-                    self.node(value, secret or (key == "values" and axis_secret))
+                    self.node(value, secret or (key == "values" and axis_secret), argv or key in _COMMAND_KEYS)
 
-    def scalar(self, node: yaml.ScalarNode, secret: bool) -> None:
+    def scalar(self, node: yaml.ScalarNode, secret: bool, argv: bool) -> None:
         value = str(node.value)
         if node.tag.endswith(":null") or not value:
             return
-        new = REDACTED if secret and not _PLACEHOLDER.match(value) else self.redactor.command(value)
+        if secret and not _PLACEHOLDER.match(value):
+            new = REDACTED
+        else:  # a command word may hold `HF_TOKEN=X`; prose (a claim) is left to the shapes
+            new = self.redactor.log(value) if argv else self.redactor.command(value)
         if new == value:
             return
         start, end = node.start_mark.index, node.end_mark.index
         span = self.text[start:end]
         trailing = span[len(span.rstrip()) :]  # a block scalar's span ends with its line breaks
         self.edits[start] = (end, json.dumps(new) + trailing)  # JSON strings are YAML double-quoted scalars
+
+
+_COMMAND_KEYS = ("command", "args")
 
 
 def _secret_axis(keys: Mapping[str, yaml.Node]) -> bool:
