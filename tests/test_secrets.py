@@ -260,3 +260,16 @@ def test_an_assignment_inside_a_command_word() -> None:
     assert redact_yaml(text, Redactor()) == (
         "server:\n  command: [docker, run, -e, \"HF_TOKEN=<redacted>\", img]\nclaim: 'the token: 300'\n"
     )
+
+
+def test_the_part_of_a_secret_left_at_a_cut_end_is_blanked() -> None:
+    from diagbench.records.record import AttemptRecord
+    from diagbench.records.redact import redact_record
+
+    secrets = Redactor.of([{"MY_TOKEN": "abcdefgh12345678"}])
+    clipped = "READY " + "x" * 484 + "abcdefgh12"  # a 500-character deciding line cut inside the secret
+    record = AttemptRecord("c", 1, "a", {}, [], {}, "ready", evidence={"line_no": 3, "text": clipped})
+    assert redact_record(record, secrets).evidence.text == "READY " + "x" * 484 + REDACTED
+    assert secrets.cut("345678 and the rest of a log tail") == f"{REDACTED} and the rest of a log tail"
+    assert secrets.cut("clipped at hf_abc") == f"clipped at {REDACTED}"
+    assert secrets.cut("an ordinary line that ends in 1234") == "an ordinary line that ends in 1234"

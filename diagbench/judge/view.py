@@ -75,7 +75,7 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
         expectations=expectations,
         provenance=manifest.mapping("provenance"),
         log_tails={
-            r.attempt: redactor.log(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
+            r.attempt: redactor.cut(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
         },
         unreadable=[*loaded.unreadable, *manifest.unreadable],
     )

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from diagbench.spec.load import Spec
 
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
+MIN_CUT_CHARS = 4  # the least of a secret, left at a cut end of a clipped text, that is blanked
 
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
@@ -36,6 +37,9 @@ _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
 # a flag and what separates it from its value: `--f X`, `--f=X`, and a printed list's `'--f', 'X'`
 _FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|['\"]?,?[ \t]+)")
 _PAIR_NAME = re.compile(r"(?<![\w.-])(?P<q>['\"]?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*[=:]\s*")
+_PARTIAL_SHAPE_AT_END = re.compile(
+    r"(?<![A-Za-z0-9])(?:hf_|sk-|gh[pousr]_|github_pat_|glpat-|nvapi-|xox[abprs]-|AKIA|eyJ)[A-Za-z0-9_.-]*$"
+)
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
 _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "basic", REDACTED.lower()})
 
@@ -71,6 +75,17 @@ class Redactor:
         """A server's own words: also `api_key='X'`, `HF_TOKEN=X`, `"token": "X"` inside them."""
         return _blank_values(self.command(text), _PAIR_NAME)
 
+    def cut(self, text: str) -> str:
+        """A server's words cut from longer ones (a clipped line, a log's tail): also the part of
+        a known secret or of a token shape left at either cut end."""
+        text = _PARTIAL_SHAPE_AT_END.sub(REDACTED, self.log(text))
+        for value in self.known:
+            if k := _overlap(text, value[:-1], at_end=True):
+                text = text[:-k] + REDACTED
+            if k := _overlap(text, value[1:], at_end=False):
+                text = REDACTED + text[k:]
+        return text
+
     def argv(self, argv: Sequence[str]) -> list[str]:
         """The command line with the values of secret flags (`--f X`, `--f=X`) blanked, and
         secret assignments inside a word (`docker run -e HF_TOKEN=X`, `sh -c '... --f X'`)."""
@@ -103,6 +118,15 @@ def _deep(data: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(data, dict):
         return {k: _deep(v, scrub) for k, v in data.items()}
     return data
+
+
+def _overlap(text: str, part: str, at_end: bool) -> int:
+    """The longest piece (MIN_CUT_CHARS or more) of `part` that `text` ends with (a prefix of
+    `part`) or starts with (a suffix of it); 0 if none."""
+    for k in range(min(len(part), len(text)), MIN_CUT_CHARS - 1, -1):
+        if (at_end and text.endswith(part[:k])) or (not at_end and text.startswith(part[-k:])):
+            return k
+    return 0
 
 
 def _blank_values(text: str, names: re.Pattern[str]) -> str:
@@ -152,7 +176,7 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         command=redactor.argv(record.command),
         env_changes=redactor.env(record.env_changes),
         reason=redactor.log(record.reason),
-        evidence=replace(evidence, text=redactor.log(evidence.text)) if evidence else None,
+        evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
     )
 
 
