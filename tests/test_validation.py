@@ -177,8 +177,8 @@ AXIS = "matrix:\n  a: {env: A, values: [1]}\n"
         ),
         (
             "name: x\nserver: {command: foo}\n" + AXIS + "hypotheses:\n  - {id: h, when: {a: 1}, "
-            "supported_if: ready, refuted_if: []}\n",
-            "spec.yaml:6: hypotheses[0].refuted_if: expected at least one outcome, got an empty list "
+            "supported_if: [], refuted_if: failed}\n",
+            "spec.yaml:6: hypotheses[0].supported_if: expected at least one outcome, got an empty list "
             "(e.g. ready, or [failed:oom, crashed])",
         ),
         (
@@ -190,6 +190,14 @@ AXIS = "matrix:\n  a: {env: A, values: [1]}\n"
 )
 def test_new_checks(tmp_path: Path, text: str, message: str) -> None:
     assert str(load(tmp_path, text)) == message
+
+
+def test_an_empty_refuted_if_is_a_hypothesis_nothing_refutes(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(
+        "name: x\nserver: {command: foo}\n" + AXIS + "hypotheses:\n"
+        "  - {id: h, when: {a: 1}, supported_if: ready, refuted_if: []}\n"
+    )
+    assert load_spec(tmp_path / "spec.yaml").hypotheses[0].refuted_if == ()
 
 
 def test_what_a_shell_expands_is_not_a_placeholder(tmp_path: Path) -> None:

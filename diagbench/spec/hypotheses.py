@@ -110,9 +110,11 @@ def hypotheses_sha256(hypotheses: Sequence[Hypothesis]) -> str:
 # -- parsing ----------------------------------------------------------------------------
 
 
-def parse_conditions(src: Src) -> tuple[Condition, ...]:
+def parse_conditions(src: Src, may_be_empty: bool = False) -> tuple[Condition, ...]:
+    """An outcome word or a list of them. Empty is a mistake (never supported, an expect that
+    always fails) except where it means "never": `refuted_if: []`, a one-sided hypothesis."""
     items = src.items_or_one()
-    if not items:
+    if not items and not may_be_empty:
         raise src.error("expected at least one outcome, got an empty list", "e.g. ready, or [failed:oom, crashed]")
     mark = src.sink.mark()
     out = [item.attempt(partial(_condition, item), None) for item in items]
@@ -169,15 +171,15 @@ def _parse_hypothesis(
         claim=item.attempt(lambda: keys["claim"].string(), "") if "claim" in keys else "",
         when=item.attempt(lambda: _selecting(keys["when"], axes, cells), {}) if "when" in keys else {},
         supported_if=_conditions_of(keys, "supported_if"),
-        refuted_if=_conditions_of(keys, "refuted_if"),
+        refuted_if=_conditions_of(keys, "refuted_if", may_be_empty=True),
         meaning=item.attempt(lambda: _meaning(keys["meaning"]), {}) if "meaning" in keys else {},
     )
     item.sink.settle(mark)
     return hypothesis
 
 
-def _conditions_of(keys: dict[str, Src], key: str) -> tuple[Condition, ...]:
-    return keys[key].attempt(lambda: parse_conditions(keys[key]), ()) if key in keys else ()
+def _conditions_of(keys: dict[str, Src], key: str, may_be_empty: bool = False) -> tuple[Condition, ...]:
+    return keys[key].attempt(lambda: parse_conditions(keys[key], may_be_empty), ()) if key in keys else ()
 
 
 def _meaning(src: Src) -> dict[str, str]:

@@ -14,6 +14,7 @@ from diagbench.errors import SpecError, UserError
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
+from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
 from diagbench.yamlsrc import Src, load_document, suggest
@@ -21,7 +22,7 @@ from diagbench.yamlsrc import Src, load_document, suggest
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
-_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses")
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus")
 _SERVER_KEYS = (
     "command",
     "shell",
@@ -35,6 +36,7 @@ _SERVER_KEYS = (
     "grace",
     "settle",
     "fresh_caches",
+    "gpus",
 )
 T = TypeVar("T")
 F = TypeVar("F")
@@ -57,6 +59,7 @@ class ServerSpec:
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
+    gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Spec:
     cells: tuple[Cell, ...]
     expectations: tuple[Expectation, ...] = ()
     hypotheses: tuple[Hypothesis, ...] = field(default=())
+    gpus: GpuRequest | None = None  # the GPUs to use when --gpus is not given (None: all that are visible)
 
     def to_json(self) -> dict[str, Any]:
         """The spec as loaded, for the manifest (labels as written)."""
@@ -91,7 +95,9 @@ class Spec:
                 "grace_s": s.grace,
                 "settle_s": s.settle,
                 "fresh_caches": list(s.fresh_caches),
+                "gpus": s.gpus,
             },
+            "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
                 a.name: {
                     "kind": a.kind.value,
@@ -123,6 +129,7 @@ def load_spec(path: Path) -> Spec:
     axes, cells = (matrix.axes, matrix.cells) if matrix else (None, None)  # None: broken, skip what needs it
     expectations = part("expect", lambda s: parse_expectations(s, axes, cells), ())
     hypotheses = part("hypotheses", lambda s: parse_hypotheses(s, axes, cells), ())
+    gpus = part("gpus", parse_gpus_key, None)
     problems.raise_found(str(path))
     assert server is not None and matrix is not None  # no mistake recorded: every part was parsed
     if not matrix.cells:
@@ -138,6 +145,7 @@ def load_spec(path: Path) -> Spec:
         cells=tuple(matrix.cells),
         expectations=expectations,
         hypotheses=hypotheses,
+        gpus=gpus,
     )
 
 
@@ -179,6 +187,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         grace=get("grace", Src.duration, DEFAULT_GRACE_S),
         settle=get("settle", Src.duration, SETTLE_S),
         fresh_caches=get("fresh_caches", _parse_fresh_caches, ()),
+        gpus=get("gpus", parse_gpus_per_attempt, None),
     )
     src.sink.settle(mark)
     return server
