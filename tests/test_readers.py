@@ -151,6 +151,16 @@ def test_a_log_that_is_a_fifo_does_not_hang_junit(run: Path) -> None:
     assert proc.returncode == 0 and "<testsuites" in proc.stdout
 
 
+def test_a_log_that_is_a_link_is_not_followed_into_junit(run: Path, tmp_path: Path) -> None:
+    private = tmp_path / "private.txt"
+    private.write_text("root:not-for-a-ci-report\n")
+    log = results(run)[0].parent / "server.log"
+    log.unlink()
+    log.symlink_to(private)
+    proc = diagbench("report", str(run), "--format", "junit", cwd=run.parent)
+    assert proc.returncode == 0 and "not-for-a-ci-report" not in proc.stdout
+
+
 def test_diff_with_an_unreadable_record_is_not_trusted(run: Path, finished: Path) -> None:
     bad = results(run)[0]
     bad.write_text("")

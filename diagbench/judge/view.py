@@ -132,8 +132,9 @@ def _why(exc: Exception) -> str:
 
 
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
-    """The end of a server log; nothing for a file that is not a regular one (never block on a FIFO)."""
-    if not path.is_file():
+    """The end of a server log; nothing for anything but a regular file: a FIFO would block, and
+    a link could show another file (diagbench writes neither)."""
+    if path.is_symlink() or not path.is_file():
         return ""
     try:
         with path.open("rb") as handle:
