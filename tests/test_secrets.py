@@ -114,16 +114,22 @@ def run_and_gather(tmp_path: Path, echo: bool) -> tuple[dict[str, str], Path]:
     return seen, tmp_path / "runs" / "s"
 
 
-def test_no_secret_in_any_file_or_output_of_a_run(tmp_path: Path) -> None:
-    seen, _ = run_and_gather(tmp_path, echo=False)
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]:
+    """One run of a server that keeps its secrets to itself (shared by the tests that read it)."""
+    return run_and_gather(tmp_path_factory.mktemp("quiet"), echo=False)
+
+
+def test_no_secret_in_any_file_or_output_of_a_run(quiet: tuple[dict[str, str], Path]) -> None:
+    seen, _ = quiet
     assert {"plan", "run", "junit.xml", "summary.md", "runs/s/manifest.json", "runs/s/verdicts.json"} <= set(seen)
     assert len([k for k in seen if k.endswith("result.json")]) == 2
     assert {where: leaks(text) for where, text in seen.items() if leaks(text)} == {}
     assert REDACTED in seen["plan"] and REDACTED in seen["runs/s/manifest.json"]
 
 
-def test_the_manifest_keeps_what_is_not_secret(tmp_path: Path) -> None:
-    _, run = run_and_gather(tmp_path, echo=False)
+def test_the_manifest_keeps_what_is_not_secret(quiet: tuple[dict[str, str], Path]) -> None:
+    _, run = quiet
     manifest = json.loads((run / "manifest.json").read_text())
     server = manifest["spec"]["server"]
     assert server["env"]["API_KEY"] == REDACTED and server["env"]["PLAIN"] == "every e here"
@@ -134,7 +140,7 @@ def test_the_manifest_keeps_what_is_not_secret(tmp_path: Path) -> None:
     text = manifest["spec_text"]
     assert 'API_KEY: "<redacted>"' in text and "PLAIN: every e here" in text and "name: secrets" in text
     redacted = yaml.safe_load(text)
-    original = yaml.safe_load((tmp_path / "spec.yaml").read_text())
+    original = yaml.safe_load((run.parent.parent / "spec.yaml").read_text())
     assert redacted["server"]["timeout"] == original["server"]["timeout"]
     assert redacted["matrix"]["pw"]["args"] == ["--password", "{value}"]  # the template is not a secret
 
