@@ -1,0 +1,243 @@
+"""An isolation run: launch the good and the bad configuration, then delta-debug the factors
+between them. It is a normal run directory: every probe an attempt launched through the
+scheduler (named by the factors it applies), with `isolation.json` beside them. Core
+only: it never prints."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from diagbench.execute.cancel import Cancel
+from diagbench.execute.events import RunEvents
+from diagbench.execute.local import LocalExecutor
+from diagbench.execute.scheduler import run_attempts
+from diagbench.execute.slots import Slot, plain_slots
+from diagbench.isolate.factors import shown_command
+from diagbench.isolate.problem import Problem
+from diagbench.isolate.record import FILENAME, Isolation, Status, Step
+from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
+from diagbench.records.manifest import build_manifest
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.spec.matrix import Cell
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+=-]+")
+
+
+@dataclass(frozen=True)
+class IsolateOptions:
+    runs_dir: Path = Path("runs")
+    run_id: str | None = None
+    repeat: int = 1  # launches per probe
+    parallel: int = 1  # launches at once
+
+
+class IsolateEvents(RunEvents, Protocol):
+    def on_step(self, step: Step) -> None:
+        """A configuration finished all its launches (the baselines first)."""
+
+
+@dataclass(frozen=True)
+class IsolateResult:
+    run_dir: RunDir
+    isolation: Isolation
+    harness_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeCell(Cell):
+    """A probe's cell: its id and folder are named by the factors it applies."""
+
+    @property
+    def slug(self) -> str:
+        return _UNSAFE.sub("_", "+".join(name.lstrip("-") for name in self.id.split("+")))[:100] or "probe"
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) -> IsolateResult:
+    """Open the run, launch the baselines, search, and write isolation.json (interrupted or not)."""
+    problem.check_parallel(options.parallel)
+    run_id = options.run_id or new_run_id(problem.run_name)
+    run_dir = open_run(options.runs_dir, run_id)
+    settings = {"isolate": True, "repeat": options.repeat, "parallel": options.parallel}
+    manifest = build_manifest(problem.spec, [], run_id, settings)
+    manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
+    run_dir.write_manifest(manifest)
+    events.on_open(run_dir, [])
+    prober = _Prober(problem, options, run_dir, events)
+    try:
+        isolation = _search(problem, prober, options)
+    finally:
+        prober.cancel.close()
+    write_json(run_dir.path / FILENAME, isolation.to_json())
+    return IsolateResult(run_dir, isolation, tuple(prober.harness_errors))
+
+
+def _search(problem: Problem, prober: _Prober, options: IsolateOptions) -> Isolation:
+    names = [f.name for f in problem.space.factors]
+    try:
+        good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
+        prober.target, trouble, notes = check_baselines(good, bad)
+        prober.add_step((), good, "good")
+        prober.add_step(tuple(names), bad, "bad")
+        if trouble:
+            return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
+        culprit, known = ddmin(names, prober.test, width=max(1, options.parallel // options.repeat))
+    except (_Interrupted, KeyboardInterrupt):
+        reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
+        return prober.isolation(Status.INTERRUPTED, reason, ())
+    conclusion = conclude(culprit, known)
+    if not conclusion.isolated:
+        return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
+    return prober.isolation(Status.FOUND, "", culprit, notes)
+
+
+def check_baselines(
+    good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]
+) -> tuple[Target | None, str, tuple[str, ...]]:
+    """The target (the bad launch's outcome and class), what is wrong with the baselines, and notes."""
+    trouble = []
+    ready = sum(r.outcome is Outcome.READY for r in good)
+    if ready < len(good):
+        first = next(r for r in good if r.outcome is not Outcome.READY)
+        shown = f" in {len(good) - ready} of {len(good)} launches" if len(good) > 1 else ""
+        trouble.append(f"the good launch did not come up{shown}: {first.label} ({_why(first)})")
+    failing = [r for r in bad if r.outcome is not Outcome.READY and r.outcome.ran]
+    if not failing:
+        trouble.append("the bad launch came up: there is no failure to isolate")
+        return None, "; ".join(trouble), ()
+    label = Counter(r.label for r in failing).most_common(1)[0][0]
+    first = next(r for r in failing if r.label == label)
+    target = Target(first.outcome, first.failure_class)
+    hits = sum(target.matches(r) for r in bad)
+    notes = (f"the bad launch is flaky: {hits} of {len(bad)} launches were {label}",) if hits < len(bad) else ()
+    return target, "; ".join(trouble), notes
+
+
+def _why(record: AttemptRecord) -> str:
+    return f"L{record.evidence.line_no}: {record.evidence.text}" if record.evidence else record.reason
+
+
+class _Prober:
+    """Launches configurations through the scheduler, once each, and keeps their steps."""
+
+    def __init__(self, problem: Problem, options: IsolateOptions, run_dir: RunDir, events: IsolateEvents):
+        self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
+        self.cancel = Cancel()
+        self.executor = LocalExecutor(problem.server, run_dir, run_dir.path.name)
+        self.slots = _slots(options)
+        self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
+        self.target: Target | None = None
+        self.steps: list[Step] = []
+        self.launched: dict[tuple[object, ...], list[AttemptRecord]] = {}  # configuration -> its launches
+        self.records: list[AttemptRecord] = []
+        self.harness_errors: list[str] = []
+        self.count = 0
+
+    def test(self, batch: Sequence[Probe]) -> list[Judged]:
+        """The search's callback: launch each new configuration `repeat` times, judge each probe."""
+        assert self.target is not None
+        applied = [tuple(sorted(probe, key=self.order.__getitem__)) for probe in batch]
+        new = list(dict.fromkeys(a for a in applied if self._key(a) not in self.launched))
+        self.launch([(a, None) for a in new])
+        out = []
+        for names in applied:
+            records = self.launched[self._key(names)]
+            out.append(judge_launches(records, self.target))
+            self.add_step(names, records, None)
+        return out
+
+    def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
+        """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
+        groups = [self._plan(applied, baseline) for applied, baseline in probes]
+        todo = [item for group in groups for item in group]
+        scheduled = run_attempts(todo, self.executor, self.slots, self.run_dir, self.events, self.cancel)
+        self.harness_errors.extend(scheduled.harness_errors)
+        self.records.extend(scheduled.records)
+        by_name = {r.attempt: r for r in scheduled.records}
+        out = [[by_name[item.name] for item in group] for group in groups]
+        for (applied, _), records in zip(probes, out, strict=True):
+            self.launched[self._key(applied)] = records
+        if scheduled.interrupted:
+            for (applied, baseline), records in zip(probes, out, strict=True):
+                self.add_step(applied, records, baseline)
+            raise _Interrupted
+        return out
+
+    def _plan(self, applied: tuple[str, ...], baseline: str | None) -> list[PlannedAttempt]:
+        self.count += 1
+        config = self.problem.space.configuration(applied)
+        name = baseline or "+".join(applied)
+        cell = ProbeCell(self.count, name, dict(config.params), tuple(config.args), dict(config.env))
+        return [PlannedAttempt(cell, r) for r in range(1, self.options.repeat + 1)]
+
+    def _key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
+        """What is launched, so two factor sets that make the same launch share its result."""
+        config = self.problem.space.configuration(applied)
+        return (config.args, tuple(sorted(config.env.items(), key=lambda kv: kv[0])))
+
+    def add_step(self, applied: tuple[str, ...], records: Sequence[AttemptRecord], baseline: str | None) -> None:
+        step = make_step(applied, records, self.target, baseline)
+        self.steps.append(step)
+        self.events.on_step(step)
+
+    def isolation(
+        self, status: Status, reason: str, culprit: Sequence[str], notes: Sequence[str] = (), hints: Sequence[str] = ()
+    ) -> Isolation:
+        space = self.problem.space
+        everything = [f.name for f in space.factors]
+        return Isolation(
+            status=status,
+            reason=reason,
+            target=self.target,
+            factors=space.factors,
+            culprit=tuple(culprit),
+            launches=sum(r.started_at is not None for r in self.records),
+            steps=tuple(self.steps),
+            repeat=self.options.repeat,
+            suspects=tuple(hints),
+            notes=(*space.notes, *notes),
+            commands={
+                "good": shown_command(space.configuration(())),
+                "bad": shown_command(space.configuration(everything)),
+            },
+        )
+
+
+def make_step(
+    applied: tuple[str, ...], records: Sequence[AttemptRecord], target: Target | None, baseline: str | None
+) -> Step:
+    """One configuration's launches as a step: the commonest outcome, and fail/pass/unresolved."""
+    label = Counter(r.label for r in records).most_common(1)[0][0]
+    first = next(r for r in records if r.label == label)
+    if target is not None:
+        judged = judge_launches(records, target)
+    else:
+        ready = all(r.outcome is Outcome.READY for r in records)
+        judged = Judged(Result.PASS if ready else Result.UNRESOLVED, flaky=len({r.label for r in records}) > 1)
+    return Step(
+        applied=applied,
+        outcome=first.outcome,
+        failure_class=first.failure_class,
+        result=judged.result,
+        flaky=judged.flaky,
+        outcomes=tuple(r.label for r in records),
+        attempts=tuple(r.attempt for r in records),
+        evidence=first.evidence,
+        baseline=baseline,
+    )
+
+
+def _slots(options: IsolateOptions) -> list[Slot]:
+    """Where launches run at once: plain slots (GPU slots, once the scheduler has them, go here)."""
+    return plain_slots(options.parallel)
