@@ -124,7 +124,4 @@ def _duration(name: str, value: str | None) -> float | None:
 
 
 def _command(problem: Problem, side: str) -> str:
-    from diagbench.isolate.factors import shown_command
-
-    applied = [f.name for f in problem.space.factors] if side == "bad" else []
-    return shown_command(problem.space.configuration(applied))
+    return problem.shown([f.name for f in problem.space.factors] if side == "bad" else [])

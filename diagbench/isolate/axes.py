@@ -28,26 +28,26 @@ class AxisSpace:
 
 
 def axis_space(axes: Sequence[Axis], good: str, bad: str) -> AxisSpace:
-    """The good and the bad cell from their `AXIS=LABEL,...` terms; an axis named on one side only
-    keeps its label on the other, an axis named on neither takes its first label."""
-    chosen = {"good": _labels(good, axes, "good"), "bad": _labels(bad, axes, "bad")}
-    sides: dict[str, dict[str, str]] = {"good": {}, "bad": {}}
+    """The good and the bad cell from their `AXIS=LABEL,...` terms; an axis named on neither
+    side takes its first label on both."""
+    sides = {"good": _labels(good, axes, "good"), "bad": _labels(bad, axes, "bad")}
     notes = []
     for axis in axes:
-        g, b = chosen["good"].get(axis.name), chosen["bad"].get(axis.name)
-        if g is None and b is None:
-            g = b = axis.labels[0]
+        named = [side for side in sides if axis.name in sides[side]]
+        if len(named) == 1:
+            other = "bad" if named[0] == "good" else "good"
+            labels = ", ".join(axis.labels)
+            raise UserError(
+                f"--{other}: axis '{axis.name}' is named in --{named[0]} only (name it in both; labels: {labels})"
+            )
+        if not named:
+            for side in sides.values():
+                side[axis.name] = axis.labels[0]
             if len(axis.labels) > 1:
-                notes.append(f"{axis.name}: named on neither side; both take its first label '{g}'")
-        g, b = g or b, b or g
-        assert g is not None and b is not None
-        sides["good"][axis.name], sides["bad"][axis.name] = g, b
-    factors = tuple(
-        Factor(a.name, FactorKind.AXIS, sides["good"][a.name], sides["bad"][a.name])
-        for a in axes
-        if sides["good"][a.name] != sides["bad"][a.name]
-    )
-    return AxisSpace(tuple(axes), sides["good"], sides["bad"], factors, tuple(notes))
+                notes.append(f"{axis.name}: named on neither side; both take its first label '{axis.labels[0]}'")
+    g, b = sides["good"], sides["bad"]
+    factors = tuple(Factor(a.name, FactorKind.AXIS, g[a.name], b[a.name]) for a in axes if g[a.name] != b[a.name])
+    return AxisSpace(tuple(axes), g, b, factors, tuple(notes))
 
 
 def _labels(terms: str, axes: Sequence[Axis], side: str) -> dict[str, str]:

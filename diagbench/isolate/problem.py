@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +14,7 @@ import yaml
 
 from diagbench.errors import SpecError, UserError
 from diagbench.isolate.axes import axis_space
-from diagbench.isolate.factors import CommandSpace, Space, derive, shown_command
+from diagbench.isolate.factors import CommandSpace, Config, Space, derive, shown_command
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, load_packs
 from diagbench.spec.load import COMPILE_CACHE_VARS, DEFAULT_GRACE_S, DEFAULT_TIMEOUT_S, ServerSpec, Spec
 
@@ -30,6 +30,12 @@ class Problem:
     @property
     def server(self) -> ServerSpec:
         return self.spec.server
+
+    def shown(self, applied: Collection[str]) -> str:
+        """One configuration as one pasteable line: the server's command and env, then the factors'."""
+        config = self.space.configuration(applied)
+        env = {**self.server.env, **config.env}
+        return shown_command(Config((*self.server.command, *config.args), env, config.params))
 
     def check_parallel(self, parallel: int) -> None:
         """Launches at once need a port each: `{port}` in the commands, `port: auto` in a spec."""

@@ -17,7 +17,6 @@ from diagbench.execute.events import RunEvents
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import Slot, plain_slots
-from diagbench.isolate.factors import shown_command
 from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
@@ -207,10 +206,7 @@ class _Prober:
             repeat=self.options.repeat,
             suspects=tuple(hints),
             notes=(*space.notes, *notes),
-            commands={
-                "good": shown_command(space.configuration(())),
-                "bad": shown_command(space.configuration(everything)),
-            },
+            commands={"good": self.problem.shown(()), "bad": self.problem.shown(everything)},
         )
 
 
