@@ -65,6 +65,17 @@ class _Interrupted(Exception):
 
 def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) -> IsolateResult:
     """Open the run, launch the baselines, search, and write isolation.json (interrupted or not)."""
+    prober = Prober(problem, options, open_isolation(problem, options, events), events)
+    try:
+        isolation = _search(problem, prober, options)
+    finally:
+        prober.cancel.close()
+    write_json(prober.run_dir.path / FILENAME, isolation.to_json())
+    return IsolateResult(prober.run_dir, isolation, tuple(prober.harness_errors))
+
+
+def open_isolation(problem: Problem, options: IsolateOptions, events: RunEvents) -> RunDir:
+    """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
     problem.check_parallel(options.parallel)
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id)
@@ -73,16 +84,10 @@ def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) ->
     manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
     run_dir.write_manifest(manifest)
     events.on_open(run_dir, [])
-    prober = _Prober(problem, options, run_dir, events)
-    try:
-        isolation = _search(problem, prober, options)
-    finally:
-        prober.cancel.close()
-    write_json(run_dir.path / FILENAME, isolation.to_json())
-    return IsolateResult(run_dir, isolation, tuple(prober.harness_errors))
+    return run_dir
 
 
-def _search(problem: Problem, prober: _Prober, options: IsolateOptions) -> Isolation:
+def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolation:
     names = [f.name for f in problem.space.factors]
     try:
         good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
@@ -127,8 +132,10 @@ def _why(record: AttemptRecord) -> str:
     return f"L{record.evidence.line_no}: {record.evidence.text}" if record.evidence else record.reason
 
 
-class _Prober:
-    """Launches configurations through the scheduler, once each, and keeps their steps."""
+class Prober:
+    """Launches configurations through the scheduler, once each, and keeps their steps.
+
+    `test` is the search's callback; a benchmark may ask it other questions (one factor at a time)."""
 
     def __init__(self, problem: Problem, options: IsolateOptions, run_dir: RunDir, events: IsolateEvents):
         self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
