@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from diagbench.isolate.problem import ServerRules, from_commands, from_spec
@@ -22,6 +23,7 @@ from diagbench.isolate.record import Status, read_isolation
 from diagbench.isolate.run import IsolateOptions, IsolateResult, isolate
 from diagbench.isolate.search import Result
 from diagbench.launch.process import sweep_tagged
+from diagbench.schemas import load_schema
 from diagbench.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,6 +78,15 @@ def isolations(tmp_path: Path):
     yield runner
     for result in runner.results:
         assert_none_left(result.run_dir.path.name)
+        assert_schemas_hold(result.run_dir.path)
+
+
+def assert_schemas_hold(run_dir: Path) -> None:
+    """isolation.json, the manifest and every record match the shipped JSON Schemas."""
+    jsonschema.validate(json.loads((run_dir / "isolation.json").read_text()), load_schema("isolation"))
+    jsonschema.validate(json.loads((run_dir / "manifest.json").read_text()), load_schema("manifest"))
+    for path in run_dir.glob("cells/*/result.json"):
+        jsonschema.validate(json.loads(path.read_text()), load_schema("result"))
 
 
 def assert_none_left(run_id: str) -> None:
@@ -107,7 +118,7 @@ def test_one_culprit_among_six_differences(isolations):
     iso = result.isolation
     assert [f.name for f in iso.factors] == ["K", "G", "--compile", "--max-bs", "--mode", "positional#2"]
     assert iso.status is Status.FOUND and iso.culprit == ("--compile",)
-    assert iso.target is not None and iso.target.label == "failed:cuda_graph_capture"
+    assert iso.target.label == "failed:cuda_graph_capture"
     assert [s.baseline for s in iso.steps[:2]] == ["good", "bad"]
     assert [s.result for s in iso.steps[:2]] == [Result.PASS, Result.FAIL]
     assert iso.launches == len(iso.steps) <= 2 + 6
@@ -183,7 +194,7 @@ def test_a_bad_launch_that_comes_up_stops_too(isolations):
     result = isolations.run(line(), line("--y"))
     assert result.isolation.status is Status.BAD_BASELINE
     assert result.isolation.reason == "the bad launch came up: there is no failure to isolate"
-    assert result.isolation.target is None
+    assert result.isolation.target.label == "ready"  # what the bad launch did
 
 
 def test_repeats_make_a_flaky_probe_unresolved_and_name_the_suspect(isolations, tmp_path):
@@ -208,7 +219,7 @@ def test_repeats_of_a_steady_server_agree_and_find_it(isolations):
 
 def test_parallel_probes_give_the_same_answer(isolations):
     rule = "--rule=--c,--f=>capture"
-    words = ["--a", "--b", "--c", "--d", "--e", "--f", "--g"]
+    words = ["--a", "--b", "--c", "--d", "--e", "--f"]
     serial = isolations.run(line(rule), line(rule, *words)).isolation
     wide = isolations.run(line(rule), line(rule, *words), parallel=3)
     assert wide.isolation.culprit == serial.culprit == ("--c", "--f")
@@ -239,6 +250,7 @@ expect:
     )
     result = isolate(problem, IsolateOptions(tmp_path / "runs"), Recorder())
     assert_none_left(result.run_dir.path.name)
+    assert_schemas_hold(result.run_dir.path)
     iso = result.isolation
     assert [f.name for f in iso.factors] == ["kernel", "compile", "bs"]
     assert iso.status is Status.FOUND and iso.culprit == ("kernel", "compile")
@@ -350,3 +362,4 @@ def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
     assert [s.label for s in iso.steps] == ["ready", "failed:cuda_graph_capture", "cancelled"]
     assert b"Traceback" not in output
     assert_none_left(run_dir.name)
+    assert_schemas_hold(run_dir)

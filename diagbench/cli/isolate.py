@@ -113,7 +113,7 @@ def _problem(
 
 
 def _duration(name: str, value: str | None) -> float | None:
-    from diagbench.spec.yamlsrc import parse_duration
+    from diagbench.yamlsrc import parse_duration
 
     if value is None:
         return None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, Factor, FactorKind
 from diagbench.spec.matrix import Axis, make_cell
-from diagbench.spec.yamlsrc import suggest
+from diagbench.yamlsrc import suggest
 
 
 @dataclass(frozen=True)

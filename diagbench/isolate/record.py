@@ -94,7 +94,7 @@ class Isolation:
 
     status: Status
     reason: str
-    target: Target | None
+    target: Target  # what the bad launch did
     factors: tuple[Factor, ...]
     culprit: tuple[str, ...]
     launches: int
@@ -108,12 +108,11 @@ class Isolation:
         return next(f for f in self.factors if f.name == name)
 
     def to_json(self) -> dict[str, Any]:
-        target = self.target
         return {
             "isolation_version": ISOLATION_VERSION,
             "status": self.status.value,
             "reason": self.reason,
-            "target": {"outcome": target.outcome.value, "failure_class": target.failure_class} if target else None,
+            "target": {"outcome": self.target.outcome.value, "failure_class": self.target.failure_class},
             "factors": [f.to_json() for f in self.factors],
             "culprit": list(self.culprit),
             "launches": self.launches,
@@ -132,11 +131,11 @@ class Isolation:
                 f"isolation_version {version!r}: written by a newer diagbench (this one reads {ISOLATION_VERSION})"
             )
         try:
-            target = data.get("target")
+            target = data["target"]
             return cls(
                 status=Status(data["status"]),
                 reason=str(data.get("reason", "")),
-                target=Target(Outcome(target["outcome"]), target.get("failure_class")) if target else None,
+                target=Target(Outcome(target["outcome"]), target.get("failure_class")),
                 factors=tuple(
                     Factor(f["name"], FactorKind(f["kind"]), f.get("good"), f.get("bad")) for f in data["factors"]
                 ),

@@ -20,6 +20,7 @@ from diagbench.execute.slots import Slot, plain_slots
 from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
+from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
@@ -80,7 +81,8 @@ def open_isolation(problem: Problem, options: IsolateOptions, events: RunEvents)
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id)
     settings = {"isolate": True, "repeat": options.repeat, "parallel": options.parallel}
-    manifest = build_manifest(problem.spec, [], run_id, settings)
+    facts = host.collect(problem.spec.path.resolve().parent)
+    manifest = build_manifest(problem.spec, [], run_id, settings, facts)
     manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
     run_dir.write_manifest(manifest)
     events.on_open(run_dir, [])
@@ -106,9 +108,7 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     return prober.isolation(Status.FOUND, "", culprit, notes)
 
 
-def check_baselines(
-    good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]
-) -> tuple[Target | None, str, tuple[str, ...]]:
+def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
     """The target (the bad launch's outcome and class), what is wrong with the baselines, and notes."""
     trouble = []
     ready = sum(r.outcome is Outcome.READY for r in good)
@@ -117,12 +117,12 @@ def check_baselines(
         shown = f" in {len(good) - ready} of {len(good)} launches" if len(good) > 1 else ""
         trouble.append(f"the good launch did not come up{shown}: {first.label} ({_why(first)})")
     failing = [r for r in bad if r.outcome is not Outcome.READY and r.outcome.ran]
+    label = Counter(r.label for r in failing or bad).most_common(1)[0][0]
+    first = next(r for r in failing or bad if r.label == label)
+    target = Target(first.outcome, first.failure_class)  # what the bad launch did, even when it came up
     if not failing:
         trouble.append("the bad launch came up: there is no failure to isolate")
-        return None, "; ".join(trouble), ()
-    label = Counter(r.label for r in failing).most_common(1)[0][0]
-    first = next(r for r in failing if r.label == label)
-    target = Target(first.outcome, first.failure_class)
+        return target, "; ".join(trouble), ()
     hits = sum(target.matches(r) for r in bad)
     notes = (f"the bad launch is flaky: {hits} of {len(bad)} launches were {label}",) if hits < len(bad) else ()
     return target, "; ".join(trouble), notes
@@ -205,7 +205,7 @@ class Prober:
         return Isolation(
             status=status,
             reason=reason,
-            target=self.target,
+            target=self.target or Target(Outcome.CANCELLED, None),  # stopped before the bad launch ended
             factors=space.factors,
             culprit=tuple(culprit),
             launches=sum(r.started_at is not None for r in self.records),
@@ -223,9 +223,9 @@ def make_step(
     """One configuration's launches as a step: the commonest outcome, and fail/pass/unresolved."""
     label = Counter(r.label for r in records).most_common(1)[0][0]
     first = next(r for r in records if r.label == label)
-    if target is not None:
+    if target is not None and target.outcome is not Outcome.READY:
         judged = judge_launches(records, target)
-    else:
+    else:  # no failure to compare with (a bad launch that came up, or none yet): did it come up?
         ready = all(r.outcome is Outcome.READY for r in records)
         judged = Judged(Result.PASS if ready else Result.UNRESOLVED, flaky=len({r.label for r in records}) > 1)
     return Step(

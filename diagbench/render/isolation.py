@@ -59,7 +59,7 @@ def applied_text(step: Step, factors: int) -> str:
 
 def result_text(step: Step) -> str:
     if step.result is not Result.UNRESOLVED:
-        return step.result.value
+        return str(step.result)
     return "unresolved (flaky)" if step.flaky else "unresolved (not the target)"
 
 
@@ -95,7 +95,7 @@ def render_isolation(isolation: Isolation) -> RenderableType:
 def summary(isolation: Isolation) -> list[Text]:
     """The answer in a few lines."""
     lines = [Text(f"note: {note}", style="dim") for note in isolation.notes]
-    if isolation.target is not None:
+    if isolation.status is not Status.BAD_BASELINE:
         lines.append(Text(f"target: {isolation.target.label} (what the bad launch did)"))
     if isolation.status is Status.FOUND:
         lines.extend(_culprit_lines(isolation))
