@@ -56,12 +56,11 @@ def isolate(
     envs = (good_env or [], bad_env or [])
     problem = guarded(lambda: _problem(spec, good, bad, envs, rules, [n for n, v in given.items() if v]))
     commands = {side: _command(problem, side) for side in ("good", "bad")}
-    shown = render_factors(problem.space.factors, commands, problem.space.notes)
     if dry_run:
-        out.print(shown)
+        out.print(render_factors(problem.space.factors, commands, problem.space.notes))
         return
     console = err if as_json else out
-    console.print(shown)
+    console.print(render_factors(problem.space.factors, commands))
     progress = IsolationProgress(console, len(problem.space.factors))
     options = IsolateOptions(runs_dir, run_id, repeat, parallel)
     try:

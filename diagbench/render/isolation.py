@@ -25,8 +25,11 @@ RESULT_STYLE = {Result.FAIL: "bold red", Result.PASS: "green", Result.UNRESOLVED
 _STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
 
 
-def render_factors(factors: Sequence[Factor], commands: dict[str, str], notes: Sequence[str]) -> RenderableType:
-    """The dry run: every factor with both sides, the two baseline commands, how words were read."""
+def render_factors(
+    factors: Sequence[Factor], commands: dict[str, str], notes: Sequence[str] | None = None
+) -> RenderableType:
+    """Every factor with both sides and the two baseline commands; for a dry run, how words were
+    read and what the other ways of asking would cost (a real run ends with them)."""
     table = Table(title=f"{len(factors)} factor(s) between good and bad", title_justify="left")
     for column in ("factor", "kind", "good", "bad"):
         table.add_column(column, overflow="fold")
@@ -35,8 +38,9 @@ def render_factors(factors: Sequence[Factor], commands: dict[str, str], notes: S
     parts: list[RenderableType] = [table]
     for side in ("good", "bad"):
         parts.append(Text(f"{side}: {commands[side]}"))
-    parts.extend(Text(f"note: {note}", style="dim") for note in notes)
-    parts.append(Text(costs(len(factors), 1), style="dim"))
+    if notes is not None:
+        parts.extend(Text(f"note: {note}", style="dim") for note in notes)
+        parts.append(Text(costs(len(factors), 1), style="dim"))
     return Group(*parts)
 
 
@@ -79,8 +83,11 @@ def deciding(step: Step) -> str:
 def render_isolation(isolation: Isolation) -> RenderableType:
     """The steps table, then the culprit (or why there is none) and what it cost."""
     table = Table(title="isolation steps", title_justify="left")
-    for column in ("#", "applied", "outcome", "result", "deciding line"):
-        table.add_column(column, overflow="fold")
+    table.add_column("#")
+    table.add_column("applied", overflow="fold", max_width=48)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("deciding line", overflow="fold", ratio=1)
     for number, step in enumerate(isolation.steps, start=1):
         table.add_row(
             Text(str(number)),
