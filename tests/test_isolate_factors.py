@@ -74,6 +74,14 @@ def test_configurations_rebuild_good_bad_and_any_mix_in_place():
     assert mixed.params == {"K": "1", "--a": "1", "--d": "on"}
 
 
+def test_a_bad_line_in_another_order_runs_as_written_and_says_so():
+    space = derive("prog --a 1 --b 2 --c 3", "prog --b 2 --a 1 --c 4 --d")
+    assert [f.name for f in space.factors] == ["--c", "--d"]
+    assert space.configuration(["--c", "--d"]).args == ("prog", "--b", "2", "--a", "1", "--c", "4", "--d")
+    assert space.configuration(["--d"]).args == ("prog", "--a", "1", "--b", "2", "--c", "3", "--d")
+    assert space.notes[-1].startswith("the bad line puts shared words in another order")
+
+
 def test_a_variable_only_good_sets_is_left_inherited_when_applied():
     space = derive("X=1 prog", "prog")
     assert dict(space.configuration(["X"]).env) == {}

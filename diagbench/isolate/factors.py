@@ -15,6 +15,7 @@ says so).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections import Counter
@@ -182,7 +183,17 @@ def derive(good: str, bad: str, good_env: Sequence[str] = (), bad_env: Sequence[
     argv_factors = _argv_factors(g, b, order)
     factors = (*_env_factors(good_vars, bad_vars), *(f for f, _ in argv_factors))
     keys = {f.name: key for f, key in argv_factors}
-    return CommandSpace(g, b, tuple(factors), tuple(notes), tuple(order), keys)
+    space = CommandSpace(g, b, tuple(factors), tuple(notes), tuple(order), keys)
+    if space.reordered:
+        notes.append(_REORDERED)
+        space = dataclasses.replace(space, notes=tuple(notes))
+    return space
+
+
+_REORDERED = (
+    "the bad line puts shared words in another order; the probes keep the good line's order "
+    "(the bad launch itself runs as written)"
+)
 
 
 def _is_option(word: str) -> bool:
