@@ -95,8 +95,32 @@ def test_a_flaky_neighbour_makes_it_not_isolable_and_names_the_suspect():
 
     found, known = ddmin(FACTORS, Oracle(judge))
     verdict = conclude(found, known)
-    assert not verdict.isolated and verdict.reason.startswith("flaky: the launches without ")
+    assert not verdict.isolated and verdict.reason.startswith("flaky: the target came and went between launches")
     assert suspects(FACTORS, known) == ("f4",)
+
+
+def test_a_lucky_pass_of_an_intermittent_target_cannot_confirm_a_wrong_culprit():
+    # f4 fails most launches; {f4} alone happened to come up every time, {f4, f5} failed every time
+    def judge(p: Probe) -> Judged:
+        if p == frozenset({"f4"}):
+            return Judged(Result.PASS)
+        if "f4" in p and "f5" in p:
+            return Judged(Result.FAIL, reproduced=True)
+        return Judged(Result.UNRESOLVED, flaky=True, reproduced=True) if "f4" in p else Judged(Result.PASS)
+
+    found, known = ddmin(FACTORS, Oracle(judge))
+    assert found == ("f4", "f5")  # what the launches alone would say
+    assert not conclude(found, known).isolated
+
+
+def test_a_flaky_probe_that_never_showed_the_target_does_not_block_the_answer():
+    def judge(p: Probe) -> Judged:
+        if "f2" in p:
+            return Judged(Result.FAIL, reproduced=True)
+        return Judged(Result.UNRESOLVED, flaky=True) if "f7" in p else Judged(Result.PASS)  # oom or crash, by turns
+
+    found, known = ddmin(FACTORS, Oracle(judge))
+    assert found == ("f2",) and conclude(found, known).isolated
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     except (_Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
+    known[frozenset(names)] = judge_launches(bad, prober.target)  # the search took it as failing; was it steady?
     conclusion = conclude(culprit, known)
     if not conclusion.isolated:
         return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))

@@ -130,8 +130,16 @@ class Conclusion:
 
 
 def conclude(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> Conclusion:
-    """Whether the culprit stands: no launch without one of its factors was flaky, and not every
-    such launch failed some other way (then the target may just be what the others hide)."""
+    """Whether the culprit stands: the target never came and went between launches of one
+    configuration (then a pass proves nothing), no launch without one of its factors was flaky,
+    and not every such launch failed some other way (the target may be what the others hide)."""
+    intermittent = sum(j.flaky and j.reproduced for j in known.values())
+    if intermittent:
+        return Conclusion(
+            False,
+            f"flaky: the target came and went between launches of {intermittent} configuration(s), "
+            "so a launch that came up proves nothing",
+        )
     without = {f: known.get(frozenset(culprit) - {f}) for f in culprit}
     flaky = [f for f, judged in without.items() if judged is not None and judged.flaky]
     if flaky:
