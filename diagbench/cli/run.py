@@ -20,23 +20,38 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus the spec's name")] = None,
     only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
     repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
-    parallel: Annotated[int, typer.Option(min=1, help="cells launched at once")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="cells launched at once (default: one per GPU slot, else 1)")
+    ] = None,
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
     resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    stop_when_decided: Annotated[
+        bool, typer.Option(help="skip attempts that can no longer change a verdict or an expect")
+    ] = False,
+    fail_fast: Annotated[bool, typer.Option(help="skip every attempt after the first violated expect")] = False,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.execute.slots import resolve_slots
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
     from diagbench.render.live import Progress
     from diagbench.render.report import render_junit, render_markdown, render_table
+    from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
     progress = Progress(out)
-    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
+    options = RunOptions(
+        runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, request, stop_when_decided, fail_fast, slots
+    )
     try:
         result = guarded(lambda: execute(loaded_spec, options, progress))
     finally:
