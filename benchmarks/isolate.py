@@ -30,7 +30,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from diagbench.execute.events import QuietEvents  # noqa: E402
 from diagbench.isolate.problem import Problem, ServerRules, from_commands  # noqa: E402
 from diagbench.isolate.record import Status, Step  # noqa: E402
-from diagbench.isolate.run import IsolateOptions, Prober, check_baselines, isolate, open_isolation  # noqa: E402
+from diagbench.isolate.run import (  # noqa: E402
+    IsolateOptions,
+    Prober,
+    check_baselines,
+    isolate,
+    isolation_slots,
+    open_isolation,
+)
 from diagbench.isolate.search import Result  # noqa: E402
 
 SERVER = ROOT / "tests" / "ruleserver.py"
@@ -100,7 +107,8 @@ def run_one_at_a_time(case: Case, folder: Path) -> tuple[int, str]:
     """Both baselines, then each factor alone on the good launch; guilty = those that fail alone."""
     problem = problem_of(case, folder)
     options = IsolateOptions(folder / "runs", repeat=case.repeat)
-    prober = Prober(problem, options, open_isolation(problem, options, Quiet()), Quiet())
+    slots = isolation_slots(problem, options)
+    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots)
     try:
         names = [f.name for f in problem.space.factors]
         good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
@@ -150,7 +158,8 @@ def full_matrix(case: Case, tmp: Path) -> None:
     """Every subset of the factors, launched: the baseline's real cost for one case."""
     problem = problem_of(case, tmp)
     options = IsolateOptions(tmp / "runs", repeat=case.repeat)
-    prober = Prober(problem, options, open_isolation(problem, options, Quiet()), Quiet())
+    slots = isolation_slots(problem, options)
+    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots)
     names = [f.name for f in problem.space.factors]
     started = time.monotonic()
     try:

@@ -227,6 +227,22 @@ def test_parallel_probes_give_the_same_answer(isolations):
     assert len(launched) == len(set(launched)) == wide.isolation.launches
 
 
+def test_gpu_slots_run_probes_at_once_each_on_its_own_gpus(isolations):
+    from diagbench.spec.gpus import gpu_request_option
+
+    rule = "--rule=--b,--d=>capture"
+    problem = from_commands(line(rule), line(rule, "--a", "--b", "--c", "--d"), [], [], RULES, isolations.folder)
+    options = IsolateOptions(isolations.folder / "runs", None, 1, None, gpu_request_option("0,1"))
+    result = isolate(problem, options, Recorder())
+    isolations.results.append(result)
+    assert result.isolation.culprit == ("--b", "--d")
+    records = [json.loads(p.read_text()) for p in result.run_dir.path.glob("cells/*/result.json")]
+    assert {tuple(r["gpus"]) for r in records} == {("0",), ("1",)}
+    assert all(r["env_changes"]["CUDA_VISIBLE_DEVICES"] == r["gpus"][0] for r in records)
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    assert manifest["options"]["slots"] == [["0"], ["1"]]
+
+
 def test_spec_axes_are_the_factors(tmp_path):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -36,7 +37,10 @@ def isolate(
     grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
     fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
     repeat: Annotated[int, typer.Option(min=1, help="launches per configuration; disagreeing ones are flaky")] = 1,
-    parallel: Annotated[int, typer.Option(min=1, help="launches at once")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
@@ -45,9 +49,10 @@ def isolate(
     ] = False,
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
-    from diagbench.isolate.run import IsolateOptions
+    from diagbench.isolate.run import IsolateOptions, isolation_slots
     from diagbench.isolate.run import isolate as run_isolation
     from diagbench.render.isolation import IsolationProgress, render_factors, render_isolation
+    from diagbench.spec.gpus import gpu_request_option
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": ready, "--http": http}
@@ -61,8 +66,13 @@ def isolate(
         return
     console = err if as_json else out
     console.print(render_factors(problem.space.factors, commands))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    options = IsolateOptions(runs_dir, run_id, repeat, parallel, request)
+    slots = guarded(lambda: isolation_slots(problem, options))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    options = dataclasses.replace(options, slots=slots)
     progress = IsolationProgress(console, len(problem.space.factors))
-    options = IsolateOptions(runs_dir, run_id, repeat, parallel)
     try:
         result = guarded(lambda: run_isolation(problem, options, progress))
     finally:

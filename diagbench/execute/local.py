@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from diagbench.execute.cancel import Cancel
@@ -21,7 +22,10 @@ class LocalExecutor:
     """Launches, watches and tears down each attempt on this host, with the shared scanner."""
 
     def __init__(self, server: ServerSpec, run_dir: RunDir, tag_prefix: str, slots: SlotPlan | None = None):
-        self.server, self.run_dir, self.tag_prefix, self.slots = server, run_dir, tag_prefix, slots
+        self.server, self.run_dir, self.slots = server, run_dir, slots
+        # run ids repeat (a second's timestamp and a name): two diagbench processes running the same
+        # spec at once in two runs dirs would otherwise tear down each other's servers by their tag
+        self.tag_prefix = f"{tag_prefix}@{os.getpid()}"
         self.scanner = Scanner(server.signatures)
         self.baseline = gpu.memory_used_mib()
 

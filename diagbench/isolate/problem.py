@@ -37,18 +37,17 @@ class Problem:
         env = {**self.server.env, **config.env}
         return shown_command(Config((*self.server.command, *config.args), env, config.params))
 
-    def check_parallel(self, parallel: int) -> None:
-        """Launches at once need a port each: `{port}` in the commands, `port: auto` in a spec."""
-        if parallel <= 1:
-            return
-        if self.server.port is not None:
-            raise UserError(
-                f"--parallel {parallel} needs server.port: auto (launches cannot share port {self.server.port})"
-            )
-        if isinstance(self.space, CommandSpace) and not _has_port(self.space):
+    def usable_parallel(self, parallel: int | None) -> int | None:
+        """Launches at once need a port each: `{port}` in both commands (a spec's `port: auto` is
+        checked with its slots). Without it, asking for more than one is a mistake, and the
+        default (one per GPU slot) falls back to one at a time."""
+        if not isinstance(self.space, CommandSpace) or _has_port(self.space):
+            return parallel
+        if parallel is not None and parallel > 1:
             raise UserError(
                 f"--parallel {parallel}: put {{port}} where each command takes its port, so launches do not share one"
             )
+        return 1
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
-from diagbench.execute.slots import Slot, plain_slots
+from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
@@ -24,6 +24,7 @@ from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
@@ -36,7 +37,9 @@ class IsolateOptions:
     runs_dir: Path = Path("runs")
     run_id: str | None = None
     repeat: int = 1  # launches per probe
-    parallel: int = 1  # launches at once
+    parallel: int | None = 1  # launches at once; None: one per GPU slot (one without GPUs)
+    gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
+    slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
 
 
 class IsolateEvents(RunEvents, Protocol):
@@ -66,7 +69,8 @@ class _Interrupted(Exception):
 
 def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) -> IsolateResult:
     """Open the run, launch the baselines, search, and write isolation.json (interrupted or not)."""
-    prober = Prober(problem, options, open_isolation(problem, options, events), events)
+    slots = options.slots or isolation_slots(problem, options)
+    prober = Prober(problem, options, open_isolation(problem, options, slots, events), events, slots)
     try:
         isolation = _search(problem, prober, options)
     finally:
@@ -75,12 +79,23 @@ def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) ->
     return IsolateResult(prober.run_dir, isolation, tuple(prober.harness_errors))
 
 
-def open_isolation(problem: Problem, options: IsolateOptions, events: RunEvents) -> RunDir:
+def isolation_slots(problem: Problem, options: IsolateOptions) -> SlotPlan:
+    """Where launches run at once: the run's GPU slots (plain slots on a host without GPUs)."""
+    return resolve_slots(problem.spec, options.gpus, problem.usable_parallel(options.parallel))
+
+
+def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents) -> RunDir:
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
-    problem.check_parallel(options.parallel)
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id)
-    settings = {"isolate": True, "repeat": options.repeat, "parallel": options.parallel}
+    settings = {
+        "isolate": True,
+        "repeat": options.repeat,
+        "parallel": options.parallel,
+        "gpus": list(slots.offer.ids),
+        "gpus_per_attempt": slots.per_attempt,
+        "slots": [list(slot.gpus) for slot in slots.slots],
+    }
     facts = host.collect(problem.spec.path.resolve().parent)
     manifest = build_manifest(problem.spec, [], run_id, settings, facts)
     manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
@@ -98,7 +113,7 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         prober.add_step(tuple(names), bad, "bad")
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
-        culprit, known = ddmin(names, prober.test, width=max(1, options.parallel // options.repeat))
+        culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
     except (_Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
@@ -138,11 +153,13 @@ class Prober:
 
     `test` is the search's callback; a benchmark may ask it other questions (one factor at a time)."""
 
-    def __init__(self, problem: Problem, options: IsolateOptions, run_dir: RunDir, events: IsolateEvents):
+    def __init__(
+        self, problem: Problem, options: IsolateOptions, run_dir: RunDir, events: IsolateEvents, slots: SlotPlan
+    ):
         self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
         self.cancel = Cancel()
-        self.executor = LocalExecutor(problem.server, run_dir, run_dir.path.name)
-        self.slots = _slots(options)
+        self.executor = LocalExecutor(problem.server, run_dir, run_dir.path.name, slots)
+        self.slots = list(slots.slots)
         self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
         self.target: Target | None = None
         self.steps: list[Step] = []
@@ -240,8 +257,3 @@ def make_step(
         evidence=first.evidence,
         baseline=baseline,
     )
-
-
-def _slots(options: IsolateOptions) -> list[Slot]:
-    """Where launches run at once: plain slots (GPU slots, once the scheduler has them, go here)."""
-    return plain_slots(options.parallel)
