@@ -132,6 +132,23 @@ def test_one_culprit_among_six_differences(isolations):
     assert isolations.events.steps == list(iso.steps)  # each step was told as it ended
 
 
+def test_each_step_is_on_disk_as_it_ends(isolations):
+    seen: list[int] = []
+
+    class Watching(Recorder):
+        def on_step(self, step: Any) -> None:
+            partial = read_isolation(next((isolations.folder / "runs").glob("2*")))
+            assert partial is not None and partial.status is Status.INTERRUPTED
+            seen.append(len(partial.steps))
+
+    rule = "--rule=--x=>capture"
+    problem = from_commands(line(rule), line(rule, "--x", "--y"), [], [], RULES, isolations.folder)
+    result = isolate(problem, IsolateOptions(isolations.folder / "runs"), Watching())
+    isolations.results.append(result)
+    assert seen == list(range(1, len(result.isolation.steps) + 1))
+    assert read_isolation(result.run_dir.path) == result.isolation
+
+
 @pytest.mark.parametrize(
     ("rule", "good", "bad", "culprit"),
     [

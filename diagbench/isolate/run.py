@@ -213,6 +213,9 @@ class Prober:
     def add_step(self, applied: tuple[str, ...], records: Sequence[AttemptRecord], baseline: str | None) -> None:
         step = make_step(applied, records, self.target, baseline)
         self.steps.append(step)
+        # on disk at once: a diagbench killed mid-search leaves an isolation `report` can read
+        partial = self.isolation(Status.INTERRUPTED, "stopped before the search ended (diagbench was killed?)", ())
+        write_json(self.run_dir.path / FILENAME, partial.to_json())
         self.events.on_step(step)
 
     def isolation(
