@@ -396,3 +396,15 @@ def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
     assert b"Traceback" not in output
     assert_none_left(run_dir.name)
     assert_schemas_hold(run_dir)
+
+
+def test_the_readme_demo_finds_torch_compile_in_five_launches(isolations):
+    """The README's demo, as written there, against the simulated SGLang server."""
+    readme = (ROOT / "README.md").read_text()
+    good = re.search(r"--good '([^']+)' \\\n\s+--bad '([^']+)'", readme)
+    assert good is not None, "the README's isolate demo command moved"
+    result = isolations.run(good[1], good[2])
+    iso = result.isolation
+    assert iso.culprit == ("--enable-torch-compile",) and iso.launches == 5
+    assert f"{iso.launches} launches; toggling one factor at a time: 6 launches" in readme
+    assert "culprit: --enable-torch-compile (good: -, bad: on)" in readme
