@@ -85,6 +85,7 @@ def assert_schemas_hold(run_dir: Path) -> None:
     """isolation.json, the manifest and every record match the shipped JSON Schemas."""
     jsonschema.validate(json.loads((run_dir / "isolation.json").read_text()), load_schema("isolation"))
     jsonschema.validate(json.loads((run_dir / "manifest.json").read_text()), load_schema("manifest"))
+    jsonschema.validate(json.loads((run_dir / "verdicts.json").read_text()), load_schema("verdicts"))
     for path in run_dir.glob("cells/*/result.json"):
         jsonschema.validate(json.loads(path.read_text()), load_schema("result"))
 

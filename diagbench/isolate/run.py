@@ -76,6 +76,7 @@ def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) ->
     finally:
         prober.cancel.close()
     write_json(prober.run_dir.path / FILENAME, isolation.to_json())
+    prober.run_dir.write_verdicts([])  # a normal run directory, though an isolation judges no hypothesis
     return IsolateResult(prober.run_dir, isolation, tuple(prober.harness_errors))
 
 
