@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from diagbench.execute.cancel import Cancel  # noqa: E402
 from diagbench.execute.events import QuietEvents  # noqa: E402
 from diagbench.isolate.problem import Problem, ServerRules, from_commands  # noqa: E402
 from diagbench.isolate.record import Status, Step  # noqa: E402
@@ -108,7 +109,7 @@ def run_one_at_a_time(case: Case, folder: Path) -> tuple[int, str]:
     problem = problem_of(case, folder)
     options = IsolateOptions(folder / "runs", repeat=case.repeat)
     slots = isolation_slots(problem, options)
-    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots)
+    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots, Cancel())
     try:
         names = [f.name for f in problem.space.factors]
         good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
@@ -159,7 +160,7 @@ def full_matrix(case: Case, tmp: Path) -> None:
     problem = problem_of(case, tmp)
     options = IsolateOptions(tmp / "runs", repeat=case.repeat)
     slots = isolation_slots(problem, options)
-    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots)
+    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots, Cancel())
     names = [f.name for f in problem.space.factors]
     started = time.monotonic()
     try:

@@ -77,7 +77,7 @@ def isolations(tmp_path: Path):
     runner = Isolations(tmp_path)
     yield runner
     for result in runner.results:
-        assert_none_left(result.run_dir.path.name)
+        assert_none_left(result.run_dir.path)
         assert_schemas_hold(result.run_dir.path)
 
 
@@ -90,9 +90,9 @@ def assert_schemas_hold(run_dir: Path) -> None:
         jsonschema.validate(json.loads(path.read_text()), load_schema("result"))
 
 
-def assert_none_left(run_id: str) -> None:
+def assert_none_left(run_dir: Path) -> None:
     deadline = time.monotonic() + 3
-    while (left := sweep_tagged(run_id)) and time.monotonic() < deadline:
+    while (left := sweep_tagged(run_dir)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left == [], f"processes left behind: {left}"
 
@@ -283,7 +283,7 @@ expect:
         load_spec(spec_path), "kernel=stock,compile=off,bs=32", "kernel=mma,compile=on,bs=64", None, None
     )
     result = isolate(problem, IsolateOptions(tmp_path / "runs"), Recorder())
-    assert_none_left(result.run_dir.path.name)
+    assert_none_left(result.run_dir.path)
     assert_schemas_hold(result.run_dir.path)
     iso = result.isolation
     assert [f.name for f in iso.factors] == ["kernel", "compile", "bs"]
@@ -320,7 +320,7 @@ def test_json_prints_isolation_json_and_exit_0(tmp_path):
     assert printed == json.loads((run_dir / "isolation.json").read_text())
     assert printed["culprit"] == ["--x"] and printed["status"] == "found"
     assert "2 factor(s) between good and bad" in done.stderr  # the people's view goes to stderr
-    assert_none_left(run_dir.name)
+    assert_none_left(run_dir)
     report = diagbench("report", str(run_dir), cwd=tmp_path)
     assert report.returncode == 0
     assert "culprit: --x (good: -, bad: on)" in report.stdout
@@ -395,7 +395,7 @@ def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
     assert iso is not None and iso.status is Status.INTERRUPTED and iso.culprit == ()
     assert [s.label for s in iso.steps] == ["ready", "failed:cuda_graph_capture", "cancelled"]
     assert b"Traceback" not in output
-    assert_none_left(run_dir.name)
+    assert_none_left(run_dir)
     assert_schemas_hold(run_dir)
 
 

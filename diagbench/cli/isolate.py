@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt
+from diagbench.cli.app import app, err, guarded, out
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
+    from diagbench.execute.cancel import Cancel
     from diagbench.isolate.problem import Problem, ServerRules
+    from diagbench.isolate.run import IsolateResult
 
 _GOOD_HELP = (
     "the launch that comes up: one command line with {port} (NAME=value words first set env), or AXIS=LABEL,..."
@@ -49,12 +50,12 @@ def isolate(
     ] = False,
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
+    from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.isolate.run import IsolateOptions, isolation_slots
     from diagbench.isolate.run import isolate as run_isolation
-    from diagbench.render.isolation import IsolationProgress, render_factors, render_isolation
+    from diagbench.render.isolation import IsolationProgress, render_factors
     from diagbench.spec.gpus import gpu_request_option
 
-    signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": ready, "--http": http}
     given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
     rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
@@ -72,11 +73,23 @@ def isolate(
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
     options = dataclasses.replace(options, slots=slots)
-    progress = IsolationProgress(console, len(problem.space.factors))
-    try:
-        result = guarded(lambda: run_isolation(problem, options, progress))
-    finally:
-        progress.close()
+    cancel = Cancel()
+    # from here on a signal stops the isolation in order: the running launches are torn down
+    # and recorded, isolation.json is written, and it exits 130 (a second signal hurries it)
+    with stop_on_signals(cancel):
+        _sweep_first(cancel)
+        progress = IsolationProgress(console, len(problem.space.factors))
+        try:
+            result = guarded(lambda: run_isolation(problem, options, progress, cancel))
+        finally:
+            progress.close()
+    _finish(result, as_json)
+
+
+def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
+    """isolation.json or the steps table, the reason when there is no culprit, the exit code."""
+    from diagbench.render.isolation import render_isolation
+
     isolation = result.isolation
     if as_json:
         sys.stdout.write(json.dumps(isolation.to_json(), indent=2) + "\n")
@@ -89,6 +102,15 @@ def isolate(
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
     raise typer.Exit(isolation.status.exit_code)
+
+
+def _sweep_first(cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's)."""
+    from diagbench.execute.sweep import sweep_host
+    from diagbench.render.cleanup import describe_sweep
+
+    for line in describe_sweep(guarded(lambda: sweep_host("diagbench isolate", cancel.urgent))):
+        err.print(f"diagbench: {line}", markup=False, highlight=False)
 
 
 def _rules(

@@ -67,17 +67,22 @@ class _Interrupted(Exception):
     pass
 
 
-def isolate(problem: Problem, options: IsolateOptions, events: IsolateEvents) -> IsolateResult:
-    """Open the run, launch the baselines, search, and write isolation.json (interrupted or not)."""
+def isolate(
+    problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel | None = None
+) -> IsolateResult:
+    """Open the run, launch the baselines, search, and write isolation.json (interrupted or not).
+    `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
     slots = options.slots or isolation_slots(problem, options)
-    prober = Prober(problem, options, open_isolation(problem, options, slots, events), events, slots)
+    run_dir = open_isolation(problem, options, slots, events)
+    prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel())
     try:
         isolation = _search(problem, prober, options)
     finally:
-        prober.cancel.close()
-    write_json(prober.run_dir.path / FILENAME, isolation.to_json())
-    prober.run_dir.write_verdicts([])  # a normal run directory, though an isolation judges no hypothesis
-    return IsolateResult(prober.run_dir, isolation, tuple(prober.harness_errors))
+        if cancel is None:
+            prober.cancel.close()
+    write_json(run_dir.path / FILENAME, isolation.to_json())
+    run_dir.write_verdicts([])  # a normal run directory, though an isolation judges no hypothesis
+    return IsolateResult(run_dir, isolation, tuple(prober.harness_errors))
 
 
 def isolation_slots(problem: Problem, options: IsolateOptions) -> SlotPlan:
@@ -155,11 +160,17 @@ class Prober:
     `test` is the search's callback; a benchmark may ask it other questions (one factor at a time)."""
 
     def __init__(
-        self, problem: Problem, options: IsolateOptions, run_dir: RunDir, events: IsolateEvents, slots: SlotPlan
+        self,
+        problem: Problem,
+        options: IsolateOptions,
+        run_dir: RunDir,
+        events: IsolateEvents,
+        slots: SlotPlan,
+        cancel: Cancel,
     ):
         self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
-        self.cancel = Cancel()
-        self.executor = LocalExecutor(problem.server, run_dir, run_dir.path.name, slots)
+        self.cancel = cancel
+        self.executor = LocalExecutor(problem.server, run_dir, slots)
         self.slots = list(slots.slots)
         self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
         self.target: Target | None = None
