@@ -6,13 +6,14 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
 from diagbench import __version__
 from diagbench.errors import UserError
 from diagbench.render.console import stderr_console, stdout_console
+from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 app = typer.Typer(
@@ -38,7 +39,8 @@ def guarded(action: Callable[[], T]) -> T:
     try:
         return action()
     except UserError as exc:
-        err.print(f"diagbench: {exc}", markup=False)
+        for line in exc.lines():
+            err.print(f"diagbench: {visible(line)}", markup=False)
         raise typer.Exit(ExitCode.USAGE) from None
     except KeyboardInterrupt:
         err.print("diagbench: interrupted", markup=False)
@@ -57,10 +59,6 @@ def write_report(path: Path, text: str, mode: str, run: Path) -> None:
             handle.write(text)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror} (the run itself is recorded in {run})") from None
-
-
-def sigterm_as_interrupt(_signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt
 
 
 def _version(value: bool) -> None:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt, write_report
+from diagbench.cli.app import app, err, guarded, out, write_report
+from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.execute.cancel import Cancel
+    from diagbench.execute.pipeline import RunResult
+    from diagbench.spec.load import Spec
 
 
 @app.command()
@@ -33,31 +38,62 @@ def run(
     fail_fast: Annotated[bool, typer.Option(help="skip every attempt after the first violated expect")] = False,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
+    from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.execute.slots import resolve_slots
-    from diagbench.judge.view import exit_code, view_of
-    from diagbench.records.store import load_run
+    from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
-    from diagbench.render.report import render_junit, render_markdown, render_table
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
-    signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
+    if run_id is not None:
+        guarded(lambda: check_run_id(run_id))
+    if junit is not None:
+        guarded(lambda: check_writable(junit, "--junit"))
+    guarded(lambda: check_launchable(loaded_spec, only or [], resume is not None))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
-    progress = Progress(out)
     options = RunOptions(
         runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, request, stop_when_decided, fail_fast, slots
     )
-    try:
-        result = guarded(lambda: execute(loaded_spec, options, progress))
-    finally:
-        progress.close()
-    view = guarded(lambda: view_of(load_run(result.run_dir.path)))
+    cancel = Cancel()
+    # from here on a signal stops the run in order: diagbench exits only once every server
+    # is gone and every record, verdict and table is written (a second one hurries it)
+    with stop_on_signals(cancel):
+        _sweep_first("diagbench run --resume" if resume else "diagbench run", cancel)
+        progress = Progress(out)
+        try:
+            result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
+        finally:
+            progress.close()
+        _finish(result, strict, junit, loaded_spec)
+
+
+def _sweep_first(by: str, cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's)."""
+    from diagbench.execute.sweep import sweep_host
+    from diagbench.render.cleanup import describe_sweep
+
+    for line in describe_sweep(guarded(lambda: sweep_host(by, cancel.urgent))):
+        err.print(f"diagbench: {line}", markup=False, highlight=False)
+
+
+def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> NoReturn:
+    """The tables, the reports, and the exit code."""
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.redact import spec_redactor
+    from diagbench.records.store import load_run
+    from diagbench.render.report import render_junit, render_markdown, render_table
+
+    view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
     out.print(render_table(view))
+    if result.write_error is not None:
+        kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
+        err.print(f"diagbench: {result.write_error}; {kept}", markup=False)
+        raise typer.Exit(ExitCode.USAGE)
     if junit is not None:
         guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -70,4 +106,5 @@ def run(
         for line in result.harness_errors:
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))

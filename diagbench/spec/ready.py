@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from diagbench.spec.checks import ENV_PLACEHOLDERS, check_placeholders
 from diagbench.yamlsrc import Src
 
 DEFAULT_REQUEST_TIMEOUT_S = 60.0  # one generation on a cold server; a CPU takes seconds
@@ -62,6 +63,7 @@ def _url_path(src: Src) -> str:
     path = src.string("a URL path")
     if not path.startswith(("/", "http://", "https://")):
         raise src.expected("a URL path starting with / (or a full http:// URL)", f"write /{path}")
+    check_placeholders(src, path, ENV_PLACEHOLDERS)  # a full URL may name {port}
     return path
 
 
