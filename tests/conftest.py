@@ -42,8 +42,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def unique_id() -> str:
-    """A run id no concurrent test session shares: the default (the second + the spec's name)
-    can collide, and a teardown stops every process carrying its attempt's tag."""
+    """A run id no concurrent test session shares (the default, the second + the spec's name,
+    can collide), so a test can find its own processes by it."""
     return "t-" + uuid.uuid4().hex[:12]
 
 

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from conftest import unique_id
-from diagbench.launch.process import TAG_VAR
+from diagbench.launch.process import sweep_tagged
 from diagbench.logs.classify import classify_file
 from diagbench.logs.signatures import builtin_packs, load_packs
 from diagbench.records.record import AttemptRecord
@@ -81,16 +81,11 @@ def _engine_and_worker_killed(record: AttemptRecord) -> bool:
 
 
 def _tagged(run_id: str) -> list[psutil.Process]:
-    marker = f"{TAG_VAR}={run_id}".encode()
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            with open(f"/proc/{proc.pid}/environ", "rb") as handle:
-                if marker in handle.read():
-                    found.append(proc)
-        except OSError:
-            continue
-    return found
+    procs = []
+    for pid in sweep_tagged(run_id):
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    return procs
 
 
 def _title(proc: psutil.Process) -> str:
