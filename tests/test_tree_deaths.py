@@ -57,9 +57,18 @@ def test_a_death_after_a_failure_line_is_its_fallout_and_does_not_take_over(runs
     assert (record.outcome, record.failure_class, record.signature) == (Outcome.FAILED, "other", "generic.aborted")
 
 
-def test_a_worker_killed_after_ready_changes_nothing(runs):
+def test_a_worker_killed_after_ready_changes_nothing_and_its_zombie_is_not_left_behind(runs):
+    # the server sits out SIGTERM (vLLM's API server does while its engine fails), so teardown
+    # goes on to SIGKILL; its worker is a zombie it was never going to reap
     record = runs.one(
-        {"command": fake_command("worker", "out=up", "kill-workers=9", "hang"), "ready": {"log": "up"}},
+        {
+            "command": fake_command("worker", "out=up", "kill-workers=9", "ignore-term", "hang"),
+            "ready": {"log": "up"},
+            "grace": "1s",
+        },
         run_id=unique_id(),
     )
     assert record.outcome is Outcome.READY
+    # a zombie runs nothing and holds nothing: it is neither signalled nor reported left
+    assert record.left_behind == []
+    assert [k.signal for k in record.killed] == ["SIGKILL"], record.killed
