@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import stat
 import threading
@@ -53,16 +54,18 @@ def vllm_server(*args: str, model: Path = LLAMA, max_len: str = "256", kv_gib: s
     }
 
 
+_ZMQ_SOCKET = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")  # vLLM names them by uuid4
+
+
 def _vllm_leftovers() -> set[str]:
-    """What vLLM leaves in a TMPDIR on every start: ZMQ sockets and vllm_dist_* files."""
+    """What vLLM leaves in a TMPDIR on every start: ZMQ sockets and a vllm_dist_* file."""
     out = set()
     for entry in os.scandir("/tmp"):
-        with_name = entry.name.startswith("vllm_dist_")
         try:
             is_socket = stat.S_ISSOCK(entry.stat(follow_symlinks=False).st_mode)
         except FileNotFoundError:
             continue
-        if with_name or is_socket:
+        if entry.name.startswith("vllm_dist_") or (is_socket and _ZMQ_SOCKET.match(entry.name)):
             out.add(entry.name)
     return out
 
