@@ -27,7 +27,7 @@ from diagbench.launch.process import (
 )
 from diagbench.logs.scan import LineSplitter, Scanner
 from diagbench.logs.watch import Decision, ReadyRule, Watch
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import redact, redact_argv
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
@@ -108,6 +108,7 @@ def run_attempt(
         argv = build_command(server, planned.cell, port)
         env, changes = build_env(server, planned.cell, port, tag, caches)
         base = _record_start(planned, argv, changes)
+        phases = _PhaseLog(t0, on_phase)
         holder = port_holder(port) if server.port is not None else None
         if holder is not None:
             return _launch_error(
@@ -121,11 +122,28 @@ def run_attempt(
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
             reader = _Reader(proc, log_fd, scanner, watch)
-            decision, teardown = _supervise(proc, reader, server, port, cancel_fd, planned, on_phase)
+            decision, teardown = _supervise(proc, reader, server, port, cancel_fd, planned, phases)
         finally:
             os.close(log_fd)
         decision = _shell_could_not_start(decision) if server.shell else decision
-        return _record(base, decision, watch, reader, teardown, t0)
+        return replace(_record(base, decision, watch, reader, teardown, t0), phases=phases.until(decision.at - t0))
+
+
+class _PhaseLog:
+    """Passes each phase change on, and keeps it with its time since launch (the record's timeline)."""
+
+    def __init__(self, t0: float, on_phase: PhaseCallback):
+        self.t0, self.on_phase = t0, on_phase
+        self.changes: list[PhaseChange] = []
+
+    def __call__(self, planned: PlannedAttempt, phase: str) -> None:
+        self.changes.append(PhaseChange(phase, round(time.monotonic() - self.t0, 3)))
+        self.on_phase(planned, phase)
+
+    def until(self, decided_s: float) -> list[PhaseChange]:
+        """The changes, none later than the decision: a phase line read with the deciding
+        line is seen a moment after the decision's own clock reading."""
+        return [replace(p, at_s=min(p.at_s, round(decided_s, 4))) for p in self.changes]
 
 
 def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[str, str | None]) -> dict[str, Any]:

@@ -26,6 +26,14 @@ class Killed:
 
 
 @dataclass(frozen=True)
+class PhaseChange:
+    """A start-up phase the server entered (`load`, `capture bs=32`), seconds after launch."""
+
+    name: str
+    at_s: float
+
+
+@dataclass(frozen=True)
 class AttemptRecord:
     """One launch of one cell (the README's `result.json` table)."""
 
@@ -55,6 +63,7 @@ class AttemptRecord:
     teardown_s: float | None = None
     sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
+    phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -63,6 +72,8 @@ class AttemptRecord:
             object.__setattr__(self, "outcome", Outcome(self.outcome))
         if isinstance(self.evidence, Mapping):
             object.__setattr__(self, "evidence", Evidence(**self.evidence))
+        if any(isinstance(p, Mapping) for p in self.phases):
+            object.__setattr__(self, "phases", [PhaseChange(**p) if isinstance(p, Mapping) else p for p in self.phases])
 
     @property
     def label(self) -> str:
@@ -94,6 +105,7 @@ class AttemptRecord:
         try:
             values["evidence"] = Evidence(**data["evidence"]) if data.get("evidence") else None
             values["killed"] = [Killed(**k) for k in data.get("killed") or []]
+            values["phases"] = [PhaseChange(**p) for p in data.get("phases") or []]  # absent before phases existed
             return cls(**{**values, "outcome": outcome})
         except TypeError as exc:
             raise RecordError(f"malformed record: {exc}") from None
