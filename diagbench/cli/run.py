@@ -35,7 +35,7 @@ def run(
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
-    progress = Progress(out)
+    progress = Progress(out, timeout_s=loaded_spec.server.timeout)
     options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
     try:
         result = guarded(lambda: execute(loaded_spec, options, progress))
