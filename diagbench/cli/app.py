@@ -34,6 +34,7 @@ class Format(str, Enum):
     md = "md"
     json = "json"
     junit = "junit"
+    html = "html"
 
 
 def guarded(action: Callable[[], T]) -> T:

@@ -35,13 +35,15 @@ def report(
     """Render a finished or partial run from its records alone (no server needed)."""
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
+    from diagbench.render.html import render_html
     from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 
     view = guarded(lambda: view_of(load_run(run_dir)))
     if format is Format.table:
         out.print(render_table(view))
     else:
-        renderer = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}[format]
+        renderers = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}
+        renderer = renderers.get(format, render_html)
         sys.stdout.write(renderer(view))
     raise typer.Exit(exit_code(view, strict))
 

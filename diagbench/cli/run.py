@@ -29,6 +29,7 @@ def run(
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
+    from diagbench.render.html import render_html
     from diagbench.render.live import Progress
     from diagbench.render.report import render_junit, render_markdown, render_table
     from diagbench.spec.load import load_spec
@@ -43,6 +44,7 @@ def run(
         progress.close()
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))
     out.print(render_table(view))
+    guarded(lambda: write_report(view.path / "report.html", render_html(view), "w", view.path))
     if junit is not None:
         guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

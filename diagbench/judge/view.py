@@ -25,6 +25,7 @@ class RunView:
     description: str
     created_at: str
     hypotheses_sha256: str
+    spec_sha256: str
     hashes_match: bool  # the manifest's hypotheses still hash to the recorded value
     planned: list[dict[str, Any]]
     records: list[AttemptRecord]
@@ -53,6 +54,7 @@ def view_of(loaded: LoadedRun) -> RunView:
         description=str(spec.get("description", "")),
         created_at=str(manifest.get("created_at", "")),
         hypotheses_sha256=str(manifest.get("hypotheses_sha256", "")),
+        spec_sha256=str(manifest.get("spec_sha256", "")),
         hashes_match=hypotheses_sha256(hypotheses) == manifest.get("hypotheses_sha256"),
         planned=list(manifest.get("attempts", [])),
         records=loaded.records,
