@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import product
+from itertools import combinations, product
 
 from diagbench.records.record import AttemptRecord
 
@@ -41,29 +41,34 @@ class Grid:
 
 
 def split_axes(levels: Mapping[str, Sequence[str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Rows and columns: the split (in the axes' order) closest to square with at most
-    MAX_COLUMNS columns; one axis reads best as a single column of rows."""
+    """Rows and columns: the split closest to square with at most MAX_COLUMNS columns,
+    preferring the last axes as columns (as written); one axis reads best as rows."""
     names = list(levels)
     if len(names) < 2:
         return tuple(names), ()
-    best: tuple[float, int] | None = None
-    for k in range(1, len(names)):
-        rows = math.prod(len(levels[n]) for n in names[:k])
-        cols = math.prod(len(levels[n]) for n in names[k:])
-        if cols > MAX_COLUMNS:
-            continue
-        score = (abs(math.log(rows) - math.log(cols)), k)
-        best = min(best, score) if best else score
-    k = best[1] if best else len(names) - 1
-    return tuple(names[:k]), tuple(names[k:])
+    best: tuple[tuple[float, bool, tuple[int, ...]], tuple[int, ...]] | None = None
+    for size in range(1, len(names)):
+        for cols in combinations(range(len(names)), size):
+            width = math.prod(len(levels[names[i]]) for i in cols)
+            height = math.prod(len(levels[n]) for i, n in enumerate(names) if i not in cols)
+            if width > MAX_COLUMNS:
+                continue
+            suffix = cols == tuple(range(len(names) - size, len(names)))
+            score = (abs(math.log(height) - math.log(width)), not suffix, tuple(-i for i in cols))
+            if best is None or score < best[0]:
+                best = (score, cols)
+    chosen = best[1] if best else (len(names) - 1,)
+    return tuple(n for i, n in enumerate(names) if i not in chosen), tuple(names[i] for i in chosen)
 
 
 def build_grid(planned: Sequence[Mapping[str, object]], records: Sequence[AttemptRecord]) -> Grid:
     """The grid of the planned cells (manifest `attempts`), filled from the records."""
     levels: dict[str, list[str]] = {}
     by_cell: dict[str, tuple[dict[str, str], list[str]]] = {}
+    recorded = {r.cell_id: r.params for r in records}
     for attempt in planned:
-        params = {str(k): str(v) for k, v in dict(attempt.get("params") or {}).items()}  # type: ignore[call-overload]
+        given = attempt.get("params") or recorded.get(str(attempt["cell_id"]), {})
+        params = {str(k): str(v) for k, v in dict(given).items()}  # type: ignore[call-overload]
         for axis, label in params.items():
             if label not in levels.setdefault(axis, []):
                 levels[axis].append(label)

@@ -22,7 +22,7 @@ from diagbench.vocab import Outcome
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 5, 1
 TAIL_LINES = 8
-LINE_CHARS = 300  # a megabyte line must not make a megabyte page
+LINE_CHARS = 240  # a megabyte line must not make a megabyte page
 
 
 def render_html(view: RunView) -> str:
