@@ -2,40 +2,50 @@
 
 from __future__ import annotations
 
-import os
+import shlex
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt, write_report
+from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt
+from diagbench.cli.conventions import EXIT_CODES
+from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
+if TYPE_CHECKING:
+    from diagbench.spec.load import Spec
 
-@app.command()
+
+@app.command(epilog=EXIT_CODES)
 def run(
-    spec: Annotated[Path, typer.Argument(help="the experiment's YAML spec")],
-    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
-    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus the spec's name")] = None,
-    only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
-    repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
-    parallel: Annotated[int, typer.Option(min=1, help="cells launched at once")] = 1,
-    strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
-    junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
-    resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
+    spec: Annotated[
+        Path | None, typer.Argument(metavar="SPEC", help="the experiment's YAML spec (not needed with --resume)")
+    ] = None,
+    runs_dir: Annotated[Path, typer.Option(metavar="DIR", help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(metavar="ID", help="default: a timestamp plus the spec's name")] = None,
+    only: Annotated[
+        list[str] | None, typer.Option(metavar="AXIS=LABEL", help="run only these cells; repeat it to narrow further")
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell")] = 1,
+    parallel: Annotated[int, typer.Option(min=1, metavar="N", help="cells launched at once")] = 1,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
+    junit: Annotated[Path | None, typer.Option(metavar="FILE", help="also write a JUnit XML report here")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(metavar="RUN", help="finish an interrupted run (its manifest holds the spec)")
+    ] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
+    from diagbench.cli.publish import publish
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
-    from diagbench.render.html import render_html
     from diagbench.render.live import Progress
-    from diagbench.render.report import render_junit, render_markdown, render_table
-    from diagbench.spec.load import load_spec
+    from diagbench.render.report import render_table
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
-    loaded_spec = guarded(lambda: load_spec(spec))
+    loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
     progress = Progress(out, timeout_s=loaded_spec.server.timeout)
     options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
     try:
@@ -44,17 +54,25 @@ def run(
         progress.close()
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))
     out.print(render_table(view))
-    guarded(lambda: write_report(view.path / "report.html", render_html(view), "w", view.path))
-    if junit is not None:
-        guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        guarded(lambda: write_report(Path(summary), render_markdown(view), "a", view.path))
+    publish(view, junit)
     if result.interrupted:
-        err.print("diagbench: interrupted; finished attempts are recorded, the rest are 'cancelled'")
+        again = f"diagbench run --resume {shlex.quote(str(result.run_dir.path))}"
+        err.print(f"diagbench: interrupted; finished attempts are recorded, the rest are 'cancelled'. Resume: {again}")
         raise typer.Exit(ExitCode.INTERRUPTED)
     if result.harness_errors:
         for line in result.harness_errors:
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
     raise typer.Exit(exit_code(view, strict))
+
+
+def _spec_to_run(spec: Path | None, resume: Path | None) -> Spec:
+    """The spec given, or with --resume alone, the one the run recorded."""
+    from diagbench.execute.resume import recorded_spec
+    from diagbench.spec.load import load_spec
+
+    if spec is not None:
+        return load_spec(spec)
+    if resume is not None:
+        return recorded_spec(resume)
+    raise UserError("give the experiment's spec (diagbench run SPEC), or --resume RUN to finish an interrupted run")

@@ -93,8 +93,11 @@ def render_table(view: RunView) -> RenderableType:
 
 def _footer(view: RunView) -> str:
     state = "complete" if view.complete else "partial"
+    footer = f"run {view.run_id} ({state}) at {view.path}"
+    if not view.verdicts:  # no hypotheses: no pre-registration to vouch for
+        return footer
     check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
-    return f"run {view.run_id} ({state}) at {view.path}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
+    return f"{footer}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
 
 
 # -- Markdown ---------------------------------------------------------------------------
@@ -132,11 +135,11 @@ def render_markdown(view: RunView) -> str:
             f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
             f"{violation.wanted}, got {violation.got}"
         )
-    out += [
-        "",
-        f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}; hypotheses sha256 "
-        f"`{view.hypotheses_sha256}` ({'matches' if view.hashes_match else 'DOES NOT match'} the manifest).",
-    ]
+    ending = f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}"
+    if view.verdicts:
+        match = "matches" if view.hashes_match else "DOES NOT match"
+        ending += f"; hypotheses sha256 `{view.hypotheses_sha256}` ({match} the manifest)"
+    out += ["", ending + "."]
     return "\n".join(out) + "\n"
 
 

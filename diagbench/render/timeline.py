@@ -114,7 +114,7 @@ def _nice_step(span: float) -> float:
     """1, 2 or 5 times a power of ten, giving four to ten ticks."""
     raw = span / 5
     power = 10 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
 
 
 def _tick_class(pct: float) -> str:

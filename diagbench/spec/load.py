@@ -100,8 +100,9 @@ class Spec:
         }
 
 
-def load_spec(path: Path) -> Spec:
-    root, text = load_document(path)
+def load_spec(path: Path, text: str | None = None) -> Spec:
+    """Load and check a spec file; `text` stands in for its content (a run's recorded copy)."""
+    root, text = load_document(path, text)
     keys = root.mapping(_TOP_KEYS)
     for need in ("name", "server", "matrix"):
         if need not in keys:

@@ -1,0 +1,59 @@
+"""What every command's help follows: `-h`, readable metavars, and the exit codes in words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer.core import TyperArgument, TyperGroup
+
+from diagbench.vocab import ExitCode
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+# \b keeps the lines as written (help text is otherwise re-flowed into one paragraph)
+EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
+    f"  {code.value:>3}  {words}"
+    for code, words in (
+        (ExitCode.OK, "the run completed and every expect held"),
+        (ExitCode.EXPECT_VIOLATED, "an expect was violated (with --strict, also a hypothesis not supported)"),
+        (ExitCode.USAGE, "the spec, the command line or a run directory is unusable"),
+        (ExitCode.HARNESS, "diagbench itself failed (a bug: please report it)"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM); resume with --resume RUN"),
+    )
+)
+
+
+class ReadableGroup(TyperGroup):
+    """The app's command group: every parameter without a metavar of its own gets a plain
+    word in capitals (`--run-id RUN_ID`, `SPEC`) instead of a type (`<str>`, `{spec}`),
+    and choices read `[table|md|json]`. Options added later follow the same rule."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for command in self.commands.values():
+            for param in command.params:
+                _plain_metavar(param)
+                if type(param) is TyperArgument:
+                    param.__class__ = _PlainArgument
+
+
+class _PlainArgument(TyperArgument):
+    """An argument shown as `SPEC` (or `[SPEC]` when optional), not `{spec}` and `spec <path>`."""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw + ("..." if self.nargs != 1 else "")
+        return name if self.required else f"[{name}]"
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _plain_metavar(param: Any) -> None:
+    if param.metavar is not None or getattr(param, "is_flag", False) or not param.name:
+        return
+    described = getattr(param, "type_descriptor", None)
+    choices = described.choices if described is not None and described.is_choice else None
+    if choices:
+        param.metavar = "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+    else:
+        param.metavar = param.name.upper()
