@@ -45,9 +45,13 @@ def plan(
     out.print(guarded(lambda: render_plan(loaded, only or [])), markup=False, soft_wrap=True)
 
 
-@app.command(
-    epilog="\b\nExit codes: 0 every expect held; 1 an expect was violated (with --strict, also a hypothesis\nnot supported); 2 bad usage or an unreadable run directory."
+REPORT_EXIT_CODES = (
+    "\b\nExit codes: 0 every expect held; 1 an expect was violated (with --strict, also a hypothesis\n"
+    "not supported); 2 bad usage or an unreadable run directory."
 )
+
+
+@app.command(epilog=REPORT_EXIT_CODES)
 def report(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="a run directory, e.g. runs/latest")],
     format: Annotated[Format, typer.Option("--format", "-f", help="html: one self-contained page")] = Format.table,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -94,6 +94,7 @@ def run_attempts(
                     futures.append(_done_future(_finish(item, not_run(item, Outcome.SKIPPED, reason))))
                     continue
                 futures.append(pool.submit(one, item, slot))
+            wait(futures)  # Ctrl-C while the last attempts run must stop them too, not wait them out
         except KeyboardInterrupt:
             result.interrupted = True
             cancel.set()

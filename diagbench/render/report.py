@@ -79,7 +79,7 @@ def render_table(view: RunView) -> RenderableType:
                 Text(v.meaning or ""),
             )
         parts.append(hyp)
-    parts.append(Text(_footer(view), style="dim"))
+    parts.append(Text(_footer(view), style="dim", no_wrap=True, overflow="ignore"))  # a path stays whole
     for violation in view.violations:
         parts.append(
             Text(
