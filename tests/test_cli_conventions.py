@@ -331,3 +331,30 @@ def test_no_hypotheses_no_hash_line(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "hypotheses sha256" not in done.stdout
     assert "hypotheses sha256" not in cli("report", str(tmp_path / "runs" / "latest"), "--format", "md").stdout
+
+
+# -- the README and the example workflow --------------------------------------------------
+
+
+def test_the_readme_first_spec_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    spec = readme.split("Start small.", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert len(spec.strip().splitlines()) <= 10
+    (tmp_path / "first.yaml").write_text(spec)
+    done = cli("run", "first.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^\[2/2 running 0\] root=/tmp: ready after [\d.]+s: GET / -> 200$", done.stdout, re.M)
+    run = (tmp_path / "runs" / "latest").resolve()
+    assert (run / "report.html").is_file()
+    assert sweep_tagged(run.name) == []
+
+
+def test_the_example_workflow_installs_diagbench_and_runs_the_users_spec():
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / "examples" / "github" / "gpu-smoke.yml").read_text())
+    assert workflow["env"]["SPEC"].startswith(".github/") and workflow["env"]["DIAGBENCH"].startswith("diagbench")
+    steps = [step.get("run", "") for step in workflow["jobs"]["smoke"]["steps"]]
+    assert any('pip" install --quiet "$DIAGBENCH"' in s for s in steps)
+    assert any(s.startswith('diagbench run "$SPEC"') for s in steps)
+    assert not any("example.invalid" in s or "experiments/" in s for s in steps)
