@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.logs.classify import context
 from diagbench.records.record import AttemptRecord
@@ -88,33 +89,9 @@ def _facts(view: RunView) -> Html:
 def _hypotheses(view: RunView) -> Html | None:
     if not view.verdicts and not view.violations:
         return None
-    rows = []
-    for v in view.verdicts:
-        ev = v.evidence
-        line = (
-            [_attempt_link(ev.attempt, ev.cell_id), f" L{ev.line_no}: ", el("code", None, _clip(ev.text))]
-            if ev
-            else [v.reason]
-        )
-        rows.append(
-            el(
-                "tr",
-                {"class": f"verdict v-{v.verdict.value}"},
-                el("td", None, el("strong", None, v.id), el("div", {"class": "claim"}, v.claim)),
-                el("td", None, el("span", {"class": f"badge v-{v.verdict.value}"}, v.verdict.value)),
-                el("td", {"class": "why"}, line),
-                el("td", None, v.meaning or ""),
-            )
-        )
+    head = el("tr", None, [el("th", None, h) for h in ("hypothesis", "verdict", "deciding line", "meaning")])
     table = el(
-        "table",
-        {"class": "verdicts"},
-        el(
-            "thead",
-            None,
-            el("tr", None, [el("th", None, h) for h in ("hypothesis", "verdict", "deciding line", "meaning")]),
-        ),
-        el("tbody", None, rows),
+        "table", {"class": "verdicts"}, el("thead", None, head), el("tbody", None, map(_verdict_row, view.verdicts))
     )
     violations = [
         el(
@@ -132,6 +109,23 @@ def _hypotheses(view: RunView) -> Html | None:
         el("h2", None, "Hypotheses (judged against the copy registered before the run)"),
         table if view.verdicts else None,
         violations and el("ul", {"class": "violations"}, violations),
+    )
+
+
+def _verdict_row(v: Verdict) -> Html:
+    ev = v.evidence
+    line = (
+        [_attempt_link(ev.attempt, ev.cell_id), f" L{ev.line_no}: ", el("code", None, _clip(ev.text))]
+        if ev
+        else [v.reason]
+    )
+    return el(
+        "tr",
+        {"class": f"verdict v-{v.verdict.value}"},
+        el("td", None, el("strong", None, v.id), el("div", {"class": "claim"}, v.claim)),
+        el("td", None, el("span", {"class": f"badge v-{v.verdict.value}"}, v.verdict.value)),
+        el("td", {"class": "why"}, line),
+        el("td", None, v.meaning or ""),
     )
 
 

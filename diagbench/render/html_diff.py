@@ -17,54 +17,34 @@ def render_diff_html(a: RunView, b: RunView, changes: Changes) -> str:
         [el("p", {"class": "warning"}, "warning: ", w) for w in changes.warnings],
         el("p", {"class": "regression" if changes.regressions else "same"}, f"{changes.regressions} regression(s)"),
     )
-    rows = [
-        el(
-            "tr",
-            {"class": "changed"},
-            el("td", None, el("span", {"class": "cell-id"}, breakable(c.cell_id))),
-            _state(c.before),
-            el("td", {"class": "arrow"}, "→"),
-            _state(c.after),
-            el("td", {"class": "regression"}, "REGRESSION" if c.regression else ""),
-        )
-        for c in changes.cells
-    ]
-    rows += [
-        el(
-            "tr",
-            {"class": "same"},
-            el("td", None, el("span", {"class": "cell-id"}, breakable(cell))),
-            _state(state),
-            el("td", {"class": "arrow"}, "="),
-            _state(state),
-            el("td"),
-        )
-        for cell, state in changes.unchanged
-    ]
+    rows = [_row(c.cell_id, c.before, c.after, "REGRESSION" if c.regression else "→") for c in changes.cells]
+    rows += [_row(cell, state, state, "=") for cell, state in changes.unchanged]
     cells = el(
-        "section",
-        {"id": "cells"},
-        el("h2", None, "Cells"),
-        el("table", {"class": "changes"}, el("tbody", None, rows)),
+        "section", {"id": "cells"}, el("h2", None, "Cells"), el("table", {"class": "changes"}, el("tbody", None, rows))
     )
-    verdicts = changes.verdicts and el(
+    verdicts = [
+        el("tr", None, el("td", None, h), _verdict(old), el("td", {"class": "arrow"}, "→"), _verdict(new))
+        for h, old, new in changes.verdicts
+    ]
+    section = verdicts and el(
         "section",
         {"id": "verdicts"},
         el("h2", None, "Hypotheses whose verdict changed"),
-        el(
-            "table",
-            {"class": "changes"},
-            el(
-                "tbody",
-                None,
-                [
-                    el("tr", None, el("td", None, h), _verdict(o), el("td", {"class": "arrow"}, "→"), _verdict(n))
-                    for h, o, n in changes.verdicts
-                ],
-            ),
-        ),
+        el("table", {"class": "changes"}, el("tbody", None, verdicts)),
     )
-    return page(f"diagbench diff: {a.run_id} → {b.run_id}", heading, verdicts or None, cells)
+    return page(f"diagbench diff: {a.run_id} → {b.run_id}", heading, section or None, cells)
+
+
+def _row(cell_id: str, before: CellState, after: CellState, mark: str) -> Html:
+    """One cell: before, after, and `=` (unchanged), `→` (changed) or REGRESSION."""
+    return el(
+        "tr",
+        {"class": "same" if mark == "=" else "changed"},
+        el("td", None, el("span", {"class": "cell-id"}, breakable(cell_id))),
+        _state(before),
+        el("td", {"class": "regression" if mark == "REGRESSION" else "arrow"}, mark),
+        _state(after),
+    )
 
 
 def _state(state: CellState) -> Html:
