@@ -88,6 +88,9 @@ def test_the_shell_completes_commands_options_and_choices():
     assert complete("diagbench report --fo") == ["--format"]
     assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html"]
     assert "--resume" in complete("diagbench run --re")
+    demo = str(ROOT / "experiments" / "demo.yaml")
+    assert complete(f"diagbench plan {demo} --only k") == ["kernel=mma", "kernel=stock"]
+    assert complete(f"diagbench run {demo} --only inductor") == ["inductor_graphs=unset", "inductor_graphs=0"]
 
 
 def test_install_completion_writes_a_script_and_sources_it(tmp_path):

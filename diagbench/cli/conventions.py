@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from typer.core import TyperArgument, TyperGroup
@@ -57,3 +58,20 @@ def _plain_metavar(param: Any) -> None:
         param.metavar = "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
     else:
         param.metavar = param.name.upper()
+
+
+def complete_only(ctx: Any, incomplete: str) -> list[str]:
+    """`--only` completes to the AXIS=LABEL pairs of the spec given before it."""
+    from diagbench.errors import DiagbenchError
+    from diagbench.spec.load import load_spec
+
+    # an option still waiting for its value stops the parse: the spec is then among the raw args
+    spec = ctx.params.get("spec") or next((a for a in ctx.args if not a.startswith("-")), None)
+    if not spec:
+        return []
+    try:
+        loaded = load_spec(Path(spec))
+    except (DiagbenchError, OSError):
+        return []
+    pairs = [f"{axis.name}={level.label}" for axis in loaded.axes for level in axis.levels]
+    return [p for p in pairs if p.startswith(incomplete)]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from diagbench.cli.app import Format, app, guarded, out
+from diagbench.cli.conventions import complete_only
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
@@ -28,7 +29,12 @@ class DiffFormat(str, Enum):
 def plan(
     spec: Annotated[Path, typer.Argument(metavar="SPEC", help="the experiment's YAML spec")],
     only: Annotated[
-        list[str] | None, typer.Option(metavar="AXIS=LABEL", help="plan only these cells; repeat it to narrow further")
+        list[str] | None,
+        typer.Option(
+            metavar="AXIS=LABEL",
+            autocompletion=complete_only,
+            help="plan only these cells; repeat it to narrow further",
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="one JSON object: cells, argv, env, what each decides")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt
-from diagbench.cli.conventions import EXIT_CODES
+from diagbench.cli.conventions import EXIT_CODES, complete_only
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
@@ -26,7 +26,10 @@ def run(
     runs_dir: Annotated[Path, typer.Option(metavar="DIR", help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(metavar="ID", help="default: a timestamp plus the spec's name")] = None,
     only: Annotated[
-        list[str] | None, typer.Option(metavar="AXIS=LABEL", help="run only these cells; repeat it to narrow further")
+        list[str] | None,
+        typer.Option(
+            metavar="AXIS=LABEL", autocompletion=complete_only, help="run only these cells; repeat it to narrow further"
+        ),
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell")] = 1,
     parallel: Annotated[int, typer.Option(min=1, metavar="N", help="cells launched at once")] = 1,
