@@ -211,3 +211,35 @@ def test_the_committed_gpu_run_renders_its_verdicts_and_every_attempt():
     assert tags.count("svg", "bar") == 12 and tags.count("td", "cell") == 16  # 12 cells and 4 excluded
     for v in view.verdicts:
         assert f"badge v-{v.verdict.value}" in page and v.id in page
+
+
+def test_attempts_that_did_not_run_say_why_and_draw_no_bar(tmp_path):
+    run = RunDir(tmp_path / "idle")
+    (run.path / "cells").mkdir(parents=True)
+    words = {"skipped": "cannot change a verdict", "cancelled": "interrupted", "internal_error": "diagbench failed: X"}
+    attempts, records = [], []
+    for i, (outcome, reason) in enumerate(words.items(), 1):
+        name = f"00{i}-k-{outcome}-r1"
+        attempts.append({"attempt": name, "cell_id": f"k={outcome}", "repeat": 1, "params": {"k": outcome}})
+        records.append(
+            AttemptRecord(
+                cell_id=f"k={outcome}",
+                repeat=1,
+                attempt=name,
+                params={"k": outcome},
+                command=[],
+                env_changes={},
+                outcome=outcome,
+                reason=reason,
+            )
+        )
+    run.write_manifest({"run_id": "idle", "spec": {"name": "idle"}, "attempts": attempts})
+    for r in records:
+        run.write_result(r)
+    page = render_html(view_of(load_run(run.path)))
+    tags = parse(page)
+    assert tags.count("svg", "bar") == 0 and tags.count("details", "attempt") == 3
+    for outcome, reason in words.items():
+        assert f'<span class="notrun">{reason}</span>' in page
+        assert f'<td class="cell o-{outcome}"' in page
+    assert "hypotheses sha256" not in page  # no hypotheses, no hash to vouch for
