@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from diagbench.cli.app import Format, app, guarded, out
+from diagbench.cli.app import Format, app, err, guarded, out
 from diagbench.cli.conventions import complete_only
 from diagbench.vocab import ExitCode
 
@@ -36,19 +36,34 @@ def plan(
             help="plan only these cells; repeat it to narrow further",
         ),
     ] = None,
+    gpus: Annotated[
+        str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
+    ] = None,
+    parallel: Annotated[int | None, typer.Option(min=1, metavar="N", help="cells launched at once")] = None,
+    stop_when_decided: Annotated[
+        bool, typer.Option("--stop-when-decided", help="show the order that decides verdicts soonest")
+    ] = False,
+    repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell (for the launch order)")] = 1,
     as_json: Annotated[
         bool, typer.Option("--json", help="one JSON object: cells, argv, env, what each decides")
     ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.execute.slots import resolve_slots
     from diagbench.render.plan import plan_json, render_plan
+    from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     loaded = guarded(lambda: load_spec(spec))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    slots = guarded(lambda: resolve_slots(loaded, request, parallel))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
     if as_json:
-        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [])))
+        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots)))
         return
-    out.print(guarded(lambda: render_plan(loaded, only or [])), markup=False, soft_wrap=True)
+    shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
+    out.print(shown, markup=False, soft_wrap=True)
 
 
 REPORT_EXIT_CODES = (

@@ -32,25 +32,44 @@ def run(
         ),
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell")] = 1,
-    parallel: Annotated[int, typer.Option(min=1, metavar="N", help="cells launched at once")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="cells launched at once (default: one per GPU slot, else 1)")
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(metavar="FILE", help="also write a JUnit XML report here")] = None,
     resume: Annotated[
         Path | None, typer.Option(metavar="RUN", help="finish an interrupted run (its manifest holds the spec)")
     ] = None,
+    gpus: Annotated[
+        str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
+    ] = None,
+    stop_when_decided: Annotated[
+        bool, typer.Option("--stop-when-decided", help="skip attempts that can no longer change a verdict or an expect")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="skip every attempt after the first violated expect")
+    ] = False,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.cli.publish import publish
     from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.execute.slots import resolve_slots
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
     from diagbench.render.live import Progress
     from diagbench.render.report import render_table
+    from diagbench.spec.gpus import gpu_request_option
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
     progress = Progress(out, timeout_s=loaded_spec.server.timeout)
-    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
+    options = RunOptions(
+        runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, request, stop_when_decided, fail_fast, slots
+    )
     try:
         result = guarded(lambda: execute(loaded_spec, options, progress))
     finally:
