@@ -210,8 +210,8 @@ def test_repeats_read_k_of_n_and_one_failed_repeat_is_a_regression():
     before = view("a", [rec("x=1", "ready", "r1"), rec("x=1", "ready", "r2")])
     after = view("b", [rec("x=1", "ready", "r1"), rec("x=1", "failed", "r2", "oom"), rec("x=1", "cancelled", "r3")])
     (change,) = diff_runs(before, after).cells
-    assert change.regression and change.after.words == "failed:oom 1/2, ready 1/2"
-    assert cell_states(after.records)["x=1"] == CellState((("failed:oom", 1), ("ready", 1)), ())
+    assert change.regression and change.after.words == "ready 1/2, failed:oom 1/2"
+    assert cell_states(after.records)["x=1"] == CellState((("ready", 1), ("failed:oom", 1)), ())
 
 
 def test_diff_warns_when_the_runs_come_from_different_specs():

@@ -8,11 +8,11 @@ of which ran and did not come up after; "not run" is never a regression, either 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagbench.judge.cells import cell_counts
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
@@ -22,7 +22,7 @@ from diagbench.vocab import Outcome
 class CellState:
     """How one cell's attempts ended in one run."""
 
-    counts: tuple[tuple[str, int], ...] = ()  # (label, count) of the attempts that ran
+    counts: tuple[tuple[str, int], ...] = ()  # (label, count) of the attempts that ran, most frequent first
     not_run: tuple[str, ...] = ()  # why the others did not: cancelled, skipped, internal_error, absent
 
     @property
@@ -80,17 +80,10 @@ class Changes:
 
 
 def cell_states(records: Sequence[AttemptRecord]) -> dict[str, CellState]:
-    ran: dict[str, Counter[str]] = {}
-    idle: dict[str, list[str]] = {}
-    for r in records:
-        ran.setdefault(r.cell_id, Counter())
-        if r.outcome.ran:
-            ran[r.cell_id][r.label] += 1
-        elif r.outcome.value not in idle.setdefault(r.cell_id, []):
-            idle[r.cell_id].append(r.outcome.value)
+    """Each cell's state; why a cell did not run is kept only when none of its attempts did."""
     return {
-        cell: CellState(tuple(sorted(counts.items())), tuple(idle.get(cell, ())) if not counts else ())
-        for cell, counts in ran.items()
+        c.cell_id: CellState(c.counts, () if c.counts else tuple(word for word, _ in c.not_run))
+        for c in cell_counts(records)
     }
 
 
@@ -112,8 +105,8 @@ def diff_runs(a: RunView, b: RunView) -> Changes:
 
 
 def _same(old: CellState, new: CellState) -> bool:
-    """Not-run is one state, whatever kept the cell from running."""
-    return old.counts == new.counts if old.ran or new.ran else True
+    """Not-run is one state, whatever kept the cell from running; counts compare in any order."""
+    return dict(old.counts) == dict(new.counts)
 
 
 def _warnings(a: RunView, b: RunView) -> list[str]:

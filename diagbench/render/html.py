@@ -123,7 +123,12 @@ def _verdict_row(v: Verdict) -> Html:
         "tr",
         {"class": f"verdict v-{v.verdict.value}"},
         el("td", None, el("strong", None, v.id), el("div", {"class": "claim"}, v.claim)),
-        el("td", None, el("span", {"class": f"badge v-{v.verdict.value}"}, v.verdict.value)),
+        el(
+            "td",
+            None,
+            el("span", {"class": f"badge v-{v.verdict.value}"}, v.verdict.value),
+            v.flaky and el("div", {"class": "flaky"}, f"flaky: {v.flaky}"),
+        ),
         el("td", {"class": "why"}, line),
         el("td", None, v.meaning or ""),
     )
@@ -251,6 +256,7 @@ def _detail(view: RunView, r: AttemptRecord) -> Html:
         ("signature", r.signature or "-"),
         ("phases", " → ".join(f"{p.name} {p.at_s:.2f} s" for p in r.phases) or r.phase or "-"),
         ("exit", _exit(r)),
+        ("GPUs", ",".join(r.gpus) or "-"),
         ("command", shlex.join(r.command) if r.command else "-"),
         ("env", " ".join(f"{k}={v}" if v is not None else f"unset {k}" for k, v in r.env_changes.items()) or "-"),
     ]
