@@ -30,8 +30,8 @@ def test_each_phase_change_is_recorded_with_its_time_since_launch(runs):
     assert [p.name for p in r.phases] == ["load", "capture", "capture bs=16", "warm-up"]
     times = [p.at_s for p in r.phases]
     assert times == sorted(times)
-    assert times[1] - times[0] >= 0.3  # the server slept between its load and capture lines
-    assert times[3] - times[2] >= 0.2
+    assert times[1] - times[0] >= 0.29  # the server slept 0.3 s between its load and capture lines (times are
+    assert times[3] - times[2] >= 0.19  # rounded to the millisecond)
     assert times[-1] <= r.time_to_outcome_s
     # the live view got the same changes, in the same order
     assert [p for kind, _, p in runs.events if kind == "phase"] == [p.name for p in r.phases]
