@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import shlex
-import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt
+from diagbench.cli.app import app, err, guarded, out
 from diagbench.cli.conventions import EXIT_CODES, complete_only
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
+    from diagbench.execute.cancel import Cancel
+    from diagbench.execute.pipeline import RunResult
     from diagbench.spec.load import Spec
 
 
@@ -51,31 +52,58 @@ def run(
     ] = False,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
-    from diagbench.cli.publish import publish
+    from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.execute.slots import resolve_slots
-    from diagbench.judge.view import exit_code, view_of
-    from diagbench.records.store import load_run
+    from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
-    from diagbench.render.report import render_table
     from diagbench.spec.gpus import gpu_request_option
 
-    signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
+    if run_id is not None:
+        guarded(lambda: check_run_id(run_id))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
-    progress = Progress(out, timeout_s=loaded_spec.server.timeout)
     options = RunOptions(
         runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, request, stop_when_decided, fail_fast, slots
     )
-    try:
-        result = guarded(lambda: execute(loaded_spec, options, progress))
-    finally:
-        progress.close()
+    cancel = Cancel()
+    # from here on a signal stops the run in order: diagbench exits only once every server
+    # is gone and every record, verdict and table is written (a second one hurries it)
+    with stop_on_signals(cancel):
+        _sweep_first("diagbench run --resume" if resume else "diagbench run", cancel)
+        progress = Progress(out, timeout_s=loaded_spec.server.timeout)
+        try:
+            result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
+        finally:
+            progress.close()
+        _finish(result, strict, junit)
+
+
+def _sweep_first(by: str, cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's)."""
+    from diagbench.execute.sweep import sweep_host
+    from diagbench.render.cleanup import describe_sweep
+
+    for line in describe_sweep(guarded(lambda: sweep_host(by, cancel.urgent))):
+        err.print(f"diagbench: {line}", markup=False, highlight=False)
+
+
+def _finish(result: RunResult, strict: bool, junit: Path | None) -> NoReturn:
+    """The tables, the reports, and the exit code."""
+    from diagbench.cli.publish import publish
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.report import render_table
+
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))
     out.print(render_table(view))
+    if result.write_error is not None:
+        kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
+        err.print(f"diagbench: {result.write_error}; {kept}", markup=False)
+        raise typer.Exit(ExitCode.USAGE)
     publish(view, junit)
     if result.interrupted:
         again = f"diagbench run --resume {shlex.quote(str(result.run_dir.path))}"
