@@ -243,3 +243,14 @@ def test_attempts_that_did_not_run_say_why_and_draw_no_bar(tmp_path):
         assert f'<span class="notrun">{reason}</span>' in page
         assert f'<td class="cell o-{outcome}"' in page
     assert "hypotheses sha256" not in page  # no hypotheses, no hash to vouch for
+
+
+def test_the_log_lines_around_a_deciding_line_never_show_a_secret(tmp_path):
+    path = make_run(tmp_path, cells=1, repeats=1)
+    log = next(path.glob("cells/*/server.log"))
+    lines = log.read_text().splitlines()
+    lines[37] = "export HF_TOKEN=hf_abcdefghijklmnopqrstuvwx and --api-key sk-abcdefghijklmnopqrstuv"
+    log.write_text("\n".join(lines) + "\n")
+    page = render_html(view_of(load_run(path)))
+    assert "    38 | export HF_TOKEN=" in page
+    assert "hf_abcdefghij" not in page and "sk-abcdefghij" not in page

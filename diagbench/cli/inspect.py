@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from diagbench.cli.app import Format, app, err, guarded, out
+from diagbench.cli.checks import check_launchable, say_problems
 from diagbench.cli.conventions import complete_only
+from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
@@ -61,9 +64,11 @@ def plan(
         err.print(f"diagbench: note: {note}", markup=False)
     if as_json:
         sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots)))
-        return
-    shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
-    out.print(shown, markup=False, soft_wrap=True)
+    else:
+        shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
+        out.print(visible(shown), markup=False, soft_wrap=True)
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+        raise typer.Exit(ExitCode.USAGE)
 
 
 REPORT_EXIT_CODES = (
@@ -93,29 +98,43 @@ def report(
         renderers = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}
         renderer = renderers.get(format, render_html)
         sys.stdout.write(renderer(view))
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))
+
+
+class Engine(str, Enum):
+    auto = "auto"
+    hyperscan = "hyperscan"
+    re = "re"
 
 
 @app.command()
 def classify(
-    logfile: Annotated[Path, typer.Argument(metavar="LOG", help="a server log")],
+    logfile: Annotated[
+        Path, typer.Argument(metavar="LOG", help="a server log, or - to read standard input until the decision")
+    ],
     signatures: Annotated[
         str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
-    engine: Annotated[str, typer.Option(metavar="ENGINE", help="auto, hyperscan or re")] = "auto",
+    engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
-    from diagbench.logs.classify import classify_file, context
+    from diagbench.logs.classify import classify_file, classify_stream, context
     from diagbench.logs.signatures import load_packs
     from diagbench.render.classify import render_classification
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    result = guarded(lambda: classify_file(logfile, sigs, engine))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
-        return
-    shown = context(logfile, result.line_no) if result.line_no else []
+    with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
+        if str(logfile) == "-":
+            result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy))
+        else:
+            result = guarded(lambda: classify_file(logfile, sigs, engine.value))
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_json()) + "\n")
+            return
+        copy.seek(0)
+        shown = context(copy if str(logfile) == "-" else logfile, result.line_no) if result.line_no else []
     for line in render_classification(result, shown):
         out.print(line, markup=False, soft_wrap=True)
 
@@ -169,9 +188,12 @@ def diff(
     changes = diff_runs(a, b)
     chosen = DiffFormat.json if as_json else format
     if chosen is DiffFormat.text:
-        out.print(render_diff(a, b, changes), markup=False, soft_wrap=True)
+        out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
     else:
         sys.stdout.write((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
+    if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
+        say_problems(a, b)
+        raise typer.Exit(ExitCode.USAGE)
     raise typer.Exit(ExitCode.EXPECT_VIOLATED if changes.regressions else ExitCode.OK)
 
 

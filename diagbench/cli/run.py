@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from diagbench.cli.app import app, err, guarded, out
+from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.cli.conventions import EXIT_CODES, complete_only
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
@@ -62,6 +63,9 @@ def run(
     loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
     if run_id is not None:
         guarded(lambda: check_run_id(run_id))
+    if junit is not None:
+        guarded(lambda: check_writable(junit, "--junit"))
+    guarded(lambda: check_launchable(loaded_spec, only or [], resume is not None))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
     for note in slots.notes:
@@ -79,7 +83,7 @@ def run(
             result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
         finally:
             progress.close()
-        _finish(result, strict, junit)
+        _finish(result, strict, junit, loaded_spec)
 
 
 def _sweep_first(by: str, cancel: Cancel) -> None:
@@ -91,14 +95,15 @@ def _sweep_first(by: str, cancel: Cancel) -> None:
         err.print(f"diagbench: {line}", markup=False, highlight=False)
 
 
-def _finish(result: RunResult, strict: bool, junit: Path | None) -> NoReturn:
+def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> NoReturn:
     """The tables, the reports, and the exit code."""
     from diagbench.cli.publish import publish
     from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
     from diagbench.render.report import render_table
 
-    view = guarded(lambda: view_of(load_run(result.run_dir.path)))
+    view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
     out.print(render_table(view))
     if result.write_error is not None:
         kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
@@ -113,6 +118,7 @@ def _finish(result: RunResult, strict: bool, junit: Path | None) -> NoReturn:
         for line in result.harness_errors:
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))
 
 

@@ -280,7 +280,7 @@ def _excerpt(view: RunView, r: AttemptRecord) -> Html | None:
     """The deciding line with the lines before it, or the log's last lines when none decided."""
     path = view.path / "cells" / r.attempt / "server.log"
     if r.evidence is not None:
-        lines = _around(path, r.evidence.line_no)
+        lines = [(n, view.redactor.cut(t)) for n, t in _around(path, r.evidence.line_no)]  # never a secret
         mark = r.evidence.line_no
         title = f"deciding line {mark} and the lines before it"
     else:

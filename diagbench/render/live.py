@@ -23,6 +23,7 @@ from diagbench.execute.slots import Slot
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.report import OUTCOME_STYLE, deciding_line
+from diagbench.render.text import visible
 from diagbench.spec.plan import PlannedAttempt
 
 HEARTBEAT_S = 30.0
@@ -106,14 +107,14 @@ class Progress:
     def on_phase(self, item: PlannedAttempt, phase: str) -> None:
         with self.lock:
             row = self.rows[item.name]
-            row.phase = phase
+            row.phase = visible(phase)  # a server's words: its escape sequences are shown, never obeyed
             self._plain(f"{row.who}: {phase}, {duration(self.clock() - (row.start or self.opened))}")
 
     def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
         with self.lock:
             row = self.rows[item.name]
             row.end, row.record = self.clock(), record
-            row.phase = record.phase or (row.phase if row.phase != "launching" else "")
+            row.phase = visible(record.phase or (row.phase if row.phase != "launching" else ""))
             self.finished.append(row)
             self._plain(f"{row.who}: {ended(record)}")
 
@@ -144,7 +145,7 @@ class Progress:
             self._say(f"[{self._counts()}] {text}")
 
     def _say(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)  # never wrapped
+        self.console.print(visible(text), markup=False, highlight=False, soft_wrap=True)  # never wrapped
 
     def _counts(self) -> str:
         return f"{len(self.finished)}/{len(self.rows)} running {len(self._running())}"
@@ -204,7 +205,7 @@ class Progress:
         cells = [Text(row.params.get(a, "")) for a in axes] + ([Text(str(row.repeat))] if self.repeats else [])
         if row.record is not None:
             r = row.record
-            cells.append(Text(r.label, style=OUTCOME_STYLE.get(r.outcome, "")))
+            cells.append(Text(visible(r.label), style=OUTCOME_STYLE.get(r.outcome, "")))
             timing = duration(r.time_to_outcome_s) if r.time_to_outcome_s is not None else "-"
             left = ""
         else:
