@@ -85,12 +85,18 @@ def report(
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
     from diagbench.cli.publish import annotate
+    from diagbench.isolate.record import read_isolation
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
     from diagbench.render.html import render_html
+    from diagbench.render.isolation import render_isolation
     from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 
     view = guarded(lambda: view_of(load_run(run_dir)))
+    isolation = guarded(lambda: read_isolation(run_dir))
+    if isolation is not None and format is Format.table:  # an isolation's steps say more than its cells
+        out.print(render_isolation(isolation))
+        raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
         out.print(render_table(view))
         annotate(view)
