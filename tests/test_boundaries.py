@@ -92,5 +92,7 @@ def test_the_walk_sees_what_it_polices() -> None:
     """A check that cannot fail is no check: the walk must find the CLI's typer and render's rich."""
     found = {rel: set(imports(path)) for rel, path in MODULES}
     assert "typer" in found["cli/app.py"]
-    assert any("rich.table" in names or "rich.console" in names for rel, names in found.items() if rel.startswith("render/"))
+    assert any(
+        "rich.table" in names or "rich.console" in names for rel, names in found.items() if rel.startswith("render/")
+    )
     assert "psutil" in found["launch/process.py"]

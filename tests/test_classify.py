@@ -46,7 +46,16 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
     )
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
-    assert set(data) == {"outcome", "failure_class", "secondary_classes", "signature", "line_no", "line", "phase"}
+    assert set(data) == {
+        "outcome",
+        "failure_class",
+        "secondary_classes",
+        "signature",
+        "line_no",
+        "line",
+        "phase",
+        "server",
+    }
     assert data["line"].startswith("Exception: Capture cuda graph failed: CUDA error: out of memory")
     assert data["signature"] == "sglang.capture_failed"
 

@@ -25,7 +25,8 @@ from diagbench.launch.process import (
     port_holder,
     stop_tree,
 )
-from diagbench.logs.scan import LineSplitter, Scanner
+from diagbench.logs.lines import LineSplitter
+from diagbench.logs.scan import Scanner
 from diagbench.logs.watch import Decision, ReadyRule, Watch
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import redact, redact_argv
@@ -81,9 +82,9 @@ class _Reader:
     def _lines(self, buf: bytes) -> None:
         if not buf:
             return
-        hits = self.scanner.scan(buf, self.line_no + 1)
-        self.line_no += buf.count(b"\n")
-        self.watch.feed(hits, self.line_no, time.monotonic())
+        scanned = self.scanner.scan_block(buf, self.line_no + 1)
+        self.line_no += scanned.lines
+        self.watch.feed(scanned.hits, self.line_no, time.monotonic())
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import UserError
-from diagbench.logs.scan import LineSplitter, Scanner
+from diagbench.logs.lines import Buffer, count_endings, lone_crs, read_blocks, split_lines
+from diagbench.logs.scan import Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import ReadyRule, Watch
 from diagbench.vocab import Outcome
-
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -27,6 +26,7 @@ class Classification:
     phase: str | None
     lines: int
     bytes: int
+    server: str | None = None  # given, or detected from the log's markers
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the shape of `diagbench schema classify`."""
@@ -38,28 +38,32 @@ class Classification:
             "line_no": self.line_no,
             "line": self.line,
             "phase": self.phase,
+            "server": self.server,
         }
 
 
-def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "auto") -> Classification:
+def classify_file(
+    path: Path, signatures: Sequence[Signature], engine: str = "auto", server: str | None = None
+) -> Classification:
+    """Classify a finished log; `server`: the server that wrote it, if known (else detected)."""
     scanner = Scanner(signatures, engine)
-    watch = Watch(ReadyRule(log=True), deadline=None)
-    splitter = LineSplitter()
+    watch = Watch(ReadyRule(log=True), deadline=None, server=server)
     line_no = size = 0
     try:
-        handle = path.open("rb")
+        handle = path.open("rb", buffering=0)  # whole blocks are read into one reused buffer
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror})") from None
     with handle:
-        while watch.decision is None and (data := handle.read(CHUNK)):
-            size += len(data)
-            line_no = _feed(watch, scanner, splitter.feed(data), line_no)
-        if watch.decision is None:
-            line_no = _feed(watch, scanner, splitter.flush(), line_no)
+        for buf, end in read_blocks(handle):
+            size += end
+            line_no = _feed(watch, scanner, buf, end, line_no)
+            if watch.decision is not None:
+                break
+        else:
             watch.end_of_log(0.0)
     d = watch.decision
     if d is None:
-        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size)
+        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size, watch.detector.server)
     outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
     return Classification(
         outcome,
@@ -71,24 +75,32 @@ def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "au
         watch.phase,
         line_no,
         size,
+        watch.detector.server,
     )
 
 
-def _feed(watch: Watch, scanner: Scanner, buf: bytes, line_no: int) -> int:
-    """Scan a buffer of whole lines into the watch; returns the new last line number."""
-    last = line_no + buf.count(b"\n")
-    watch.feed(scanner.scan(buf, line_no + 1), last, 0.0)
-    return last
+def _feed(watch: Watch, scanner: Scanner, buf: Buffer, end: int, line_no: int) -> int:
+    """Scan buf[:end] (whole lines) into the watch; returns the new last line number."""
+    scanned = scanner.scan_block(buf, line_no + 1, end)
+    watch.feed(scanned.hits, line_no + scanned.lines, 0.0)
+    return line_no + scanned.lines
 
 
 def context(path: Path, line_no: int, around: int = 3) -> list[tuple[int, str]]:
-    """The lines around `line_no` (1-based, "\\r" ends a line too), for people."""
+    """The lines around `line_no` (1-based, counted as the scanner counts them), for people."""
     out: list[tuple[int, str]] = []
-    splitter, seen = LineSplitter(), 0
-    with path.open("rb") as handle:
-        while (data := handle.read(CHUNK)) and seen < line_no + around:
-            for raw in splitter.feed(data).split(b"\n")[:-1]:
-                seen += 1
-                if line_no - around <= seen <= line_no + around:
-                    out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
+    seen = 0
+    with path.open("rb", buffering=0) as handle:
+        for buf, end in read_blocks(handle):
+            crs = lone_crs(buf, end)
+            count = count_endings(buf, crs, 0, end)
+            if seen + count + 1 >= line_no - around:  # the wanted lines start in this block
+                for raw in split_lines(bytes(buf[:end])):
+                    seen += 1
+                    if line_no - around <= seen <= line_no + around:
+                        out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
+            else:
+                seen += count
+            if seen >= line_no + around:
+                break
     return out

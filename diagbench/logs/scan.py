@@ -1,44 +1,31 @@
-"""The scan engine: find every signature hit in a buffer of complete lines.
+"""The scanner: every signature hit in a buffer of whole lines, with its line number.
 
-One engine serves `run` (small chunks as a server writes them) and `classify` (1 MB
-chunks of a file). Buffers hold whole lines ending in b"\\n" (`split_lines` turns "\\r"
-progress lines into lines first). A fast multi-pattern pass finds candidate lines,
-then Python's `re` confirms each candidate on its own line and extracts named groups;
-candidates are rare, so the confirmation costs nothing on a clean log.
+One scanner serves `run` (small buffers as a server writes them) and `classify` (8 MB
+blocks of a file). The engines (engines.py) find candidate lines in one pass over the
+whole buffer; Python's `re` confirms each candidate on its own line and extracts named
+groups. Candidates are rare, so a clean log costs one engine pass and one count of its
+line ends; the line model (what ends a line, what junk is ignored) is in lines.py.
 
-Engines: hyperscan (one pass over the buffer for all patterns, ~GB/s) when it is
-installed; otherwise one combined `re` alternation over the buffer, which is correct
-but an order of magnitude slower. Patterns hyperscan cannot compile use the `re` path.
+Phase lines are frequent (progress bars, autotune chatter) and only the last one before
+each ready or failure line, and the last one in the buffer, can matter; so they have
+their own engine, run backwards over the buffer a block at a time until it finds one.
+Marker lines (which server wrote the log) are reported once per buffer each.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import re
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from diagbench.logs.engines import Pattern, build_engines, candidate_regex, hyperscan, required_literals
+from diagbench.logs.lines import JUNK_START, LONE_CR, Buffer, clean, count_endings, has_junk, line_bounds, lone_crs
 from diagbench.logs.signatures import Kind, Signature, expand
 
-if sys.version_info >= (3, 11):
-    from re import _constants as _sre
-    from re import _parser as _sre_parser
-else:  # Python 3.10
-    import sre_constants as _sre
-    import sre_parse as _sre_parser
+__all__ = ["Hit", "Scanned", "Scanner", "hyperscan", "required_literals"]
 
-try:  # the fast engine is an optional extra: diagbench[fast]
-    import hyperscan
-except ImportError:  # pragma: no cover - exercised where hyperscan is absent
-    hyperscan = None  # type: ignore[assignment]  # the re engine is used instead
-
-_KIND_RANK = {Kind.PHASE: 0, Kind.READY: 1, Kind.FAILURE: 2}
-_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
-Candidates = Callable[[bytes], "list[tuple[int, int]]"]  # buffer -> [(offset in a line, signature index)]
+_KIND_RANK = {Kind.MARKER: 0, Kind.PHASE: 1, Kind.READY: 2, Kind.FAILURE: 3}
+PHASE_BLOCK = 1 << 16  # phase lines are looked for backwards, a block at a time
 
 
 @dataclass(frozen=True)
@@ -55,245 +42,12 @@ class Hit:
         return self.line.decode("utf-8", errors="replace")
 
 
-def _plain(pattern: str) -> bytes:
-    """The pattern without named groups, for engines that only need to find lines."""
-    return _NAMED_GROUP.sub("(?:", expand(pattern)).encode()
+@dataclass(frozen=True)
+class Scanned:
+    """What one buffer held: its hits in line order, and how many line endings."""
 
-
-class _ReEngine:
-    """One combined alternation; after each hit, every pattern is tried on that line."""
-
-    def __init__(self, indexed: Sequence[tuple[int, bytes]]):
-        self.indexed = [(i, re.compile(p, re.MULTILINE)) for i, p in indexed]
-        joined = b"|".join(b"(?:" + p + b")" for _, p in indexed)
-        self.combined = re.compile(joined, re.MULTILINE) if indexed else None
-
-    def __call__(self, buf: bytes) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        if self.combined is None:
-            return found
-        pos = 0
-        while (hit := self.combined.search(buf, pos)) is not None:
-            start = buf.rfind(b"\n", 0, hit.start()) + 1
-            end = buf.find(b"\n", hit.start())
-            end = len(buf) if end < 0 else end
-            line = buf[start:end]
-            found.extend((start, i) for i, rx in self.indexed if rx.search(line))
-            pos = end + 1
-        return found
-
-
-class _LiteralEngine:
-    """For the `re` path: lines holding a literal that every match must contain, found with
-    bytes.find (C speed). The caller confirms each line with the full pattern."""
-
-    def __init__(self, indexed: Sequence[tuple[int, list[bytes]]]):
-        self.by_literal: dict[bytes, list[int]] = {}
-        for index, literals in indexed:
-            for literal in literals:
-                self.by_literal.setdefault(literal, []).append(index)
-
-    def __call__(self, buf: bytes) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        for literal, indexes in self.by_literal.items():
-            pos = buf.find(literal)
-            while pos >= 0:
-                found.extend((pos, i) for i in indexes)
-                end = buf.find(b"\n", pos)
-                pos = buf.find(literal, end + 1) if end >= 0 else -1
-        return found
-
-
-def required_literals(pattern: str) -> list[bytes] | None:
-    """Byte strings at least one of which every match contains, or None if none is found."""
-    try:
-        parsed = _sre_parser.parse(pattern)
-    except re.error:
-        return None
-    if parsed.state.flags & re.IGNORECASE:
-        return None
-    return _alternatives(list(parsed))  # type: ignore[call-overload]  # SubPattern is a sequence at run time
-
-
-def _alternatives(items: list[tuple[object, object]]) -> list[bytes] | None:
-    best: list[bytes] | None = None
-
-    def consider(candidate: list[bytes] | None) -> None:
-        nonlocal best
-        if candidate and (best is None or min(map(len, candidate)) > min(map(len, best))):
-            best = candidate
-
-    run = bytearray()
-    for op, av in items:
-        if op is _sre.LITERAL and isinstance(av, int) and av < 128:
-            run.append(av)
-            continue
-        consider([bytes(run)] if run else None)
-        run = bytearray()
-        if op is _sre.BRANCH:
-            branches = [_alternatives(list(b)) for b in av[1]]  # type: ignore[index]
-            consider(None if any(b is None for b in branches) else [x for b in branches if b for x in b])
-        elif op is _sre.SUBPATTERN:
-            consider(_alternatives(list(av[-1])))  # type: ignore[index]
-    consider([bytes(run)] if run else None)
-    return best if best is not None and min(map(len, best)) >= 3 else None
-
-
-class _HyperscanEngine:
-    """All patterns in one hyperscan block-mode database (cached on disk once compiled:
-    compiling the built-in packs takes ~0.15 s, loading them back ~0.1 ms)."""
-
-    def __init__(self, indexed: Sequence[tuple[int, bytes]]):
-        key = hashlib.sha256(repr((getattr(hyperscan, "__version__", "?"), list(indexed))).encode()).hexdigest()[:32]
-        cached = _cache_dir() / f"hyperscan-{key}.db"
-        try:
-            self.db = hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK)
-            self.db.scratch = hyperscan.Scratch(self.db)
-        except (OSError, hyperscan.error):
-            self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            self.db.compile(
-                expressions=[p for _, p in indexed],
-                ids=[i for i, _ in indexed],
-                elements=len(indexed),
-                flags=[hyperscan.HS_FLAG_MULTILINE] * len(indexed),
-            )
-            _store(cached, hyperscan.dumpb(self.db))
-
-    def __call__(self, buf: bytes) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        add = found.append
-
-        def on_match(sig: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            add((end - 1, sig))  # an offset inside the matched line
-
-        self.db.scan(buf, match_event_handler=on_match)
-        return found
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "diagbench"
-
-
-def _store(path: Path, data: bytes, keep: int = 16) -> None:
-    """Best effort: a read-only home only costs the compile next time. Keeps the newest few."""
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        cached = sorted(path.parent.glob("hyperscan-*.db"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in cached[keep:]:
-            old.unlink()
-
-
-def _hyperscan_split(indexed: list[tuple[int, bytes]]) -> tuple[_HyperscanEngine | None, list[tuple[int, bytes]]]:
-    """An engine for the patterns hyperscan compiles, and those left to `re` (lookarounds)."""
-    with contextlib.suppress(hyperscan.error):
-        return _HyperscanEngine(indexed), []
-    fast, slow = [], []
-    for item in indexed:
-        try:  # a probe: compiled but neither kept nor cached
-            hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK).compile(
-                expressions=[item[1]], ids=[0], elements=1, flags=[hyperscan.HS_FLAG_MULTILINE]
-            )
-            fast.append(item)
-        except hyperscan.error:
-            slow.append(item)
-    return (_HyperscanEngine(fast) if fast else None), slow
-
-
-PHASE_BLOCK = 1 << 16  # phase lines are looked for backwards, a block at a time
-
-
-def _build_engines(signatures: list[tuple[int, Signature]], engine: str) -> tuple[list[Candidates], str]:
-    engines: list[Candidates] = []
-    name = "re"
-    indexed = [(i, _plain(s.pattern)) for i, s in signatures]
-    if engine != "re" and hyperscan is not None and indexed:
-        fast, indexed = _hyperscan_split(indexed)
-        if fast is not None:
-            engines.append(fast)
-            name = "hyperscan" if not indexed else "hyperscan+re"
-    literals = {i: required_literals(expand(s.pattern)) for i, s in signatures}
-    with_literal = [(i, lits) for i, _ in indexed if (lits := literals[i])]
-    if with_literal:
-        engines.append(_LiteralEngine(with_literal))
-    if rest := [(i, p) for i, p in indexed if not literals[i]]:
-        engines.append(_ReEngine(rest))
-    return engines, name
-
-
-class Scanner:
-    """Finds signature hits in buffers of complete lines.
-
-    Ready and failure lines are rare and every one is found. Phase lines are frequent
-    (progress bars, autotune chatter) and only the last one before each ready or failure
-    line, and the last one in the buffer, can matter; so they have their own engine, run
-    backwards over the buffer a block at a time until it finds one: on a busy log that is
-    one 64 KB block per buffer instead of a callback per progress line.
-    """
-
-    def __init__(self, signatures: Sequence[Signature], engine: str = "auto"):
-        self.signatures = list(signatures)
-        # on one line, phases first: a progress bar joined to a traceback still sets the phase
-        self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
-        required = {r for s in self.signatures for r in s.requires}
-        # those another signature `requires` (vLLM's route list) are looked for like failures
-        collapsible = [s.kind is Kind.PHASE and s.id not in required for s in self.signatures]
-        indexed = list(enumerate(self.signatures))
-        self._decisive, self.engine_name = _build_engines([x for x in indexed if not collapsible[x[0]]], engine)
-        self._phases, phase_engine = _build_engines([x for x in indexed if collapsible[x[0]]], engine)
-        if self.engine_name == "re" and not self._decisive:
-            self.engine_name = phase_engine
-
-    def scan(self, buf: bytes, first_line_no: int) -> list[Hit]:
-        """Hits in `buf` (whole lines, b"\\n"-terminated), in line order."""
-        candidates: list[tuple[int, int]] = []
-        for engine in self._decisive:
-            candidates += engine(buf)
-        kept: dict[tuple[int, int, int], _Found] = {}  # (line start, kind rank, signature) -> match
-        floor = 0
-        for pos, index in sorted(candidates):
-            found = self._confirm(buf, buf.rfind(b"\n", 0, pos) + 1, index)
-            if found is None:
-                continue  # a literal or a cross-line candidate that the line itself does not match
-            if found.start >= floor:  # the last phase line up to and including this line
-                kept.update(self._last_phase(buf, floor, found.end))
-                floor = found.end + 1
-            kept[(found.start, self._rank[index], index)] = found
-        kept.update(self._last_phase(buf, floor, len(buf)))
-        return self._number(buf, first_line_no, [kept[key] for key in sorted(kept)])
-
-    def _confirm(self, buf: bytes, start: int, index: int) -> _Found | None:
-        """The signature's match on the whole line at `start`, if it really matches."""
-        end = _line_end(buf, start)
-        line = buf[start:end]
-        match = self.signatures[index].compiled.search(line)
-        return _Found(start, end, line, index, match) if match is not None else None
-
-    def _last_phase(self, buf: bytes, floor: int, top: int) -> dict[tuple[int, int, int], _Found]:
-        """The last line in buf[floor:top] (whole lines) that a phase signature matches."""
-        while self._phases and top > floor:
-            low = max(floor, buf.rfind(b"\n", floor, max(floor, top - PHASE_BLOCK)) + 1)
-            found: list[tuple[int, int]] = []
-            for engine in self._phases:
-                found += engine(buf[low:top])
-            for pos, index in sorted(found, reverse=True):
-                hit = self._confirm(buf, buf.rfind(b"\n", 0, low + pos) + 1, index)
-                if hit is not None:
-                    return {(hit.start, self._rank[index], index): hit}
-            top = low
-        return {}
-
-    def _number(self, buf: bytes, first_line_no: int, found: list[_Found]) -> list[Hit]:
-        """Line numbers for the confirmed matches, counted once, front to back."""
-        hits: list[Hit] = []
-        line_no, counted_to = first_line_no, 0
-        for item in found:
-            line_no += buf.count(b"\n", counted_to, item.start)
-            counted_to = item.start
-            hits.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
-        return hits
+    hits: list[Hit]
+    lines: int
 
 
 @dataclass(frozen=True)
@@ -305,50 +59,110 @@ class _Found:
     match: re.Match[bytes]
 
 
-def _line_end(buf: bytes, start: int) -> int:
-    end = buf.find(b"\n", start)
-    return len(buf) if end < 0 else end
+_Kept = dict[tuple[int, int, int], _Found]  # (line start, kind rank, signature index) -> the match
 
 
-class LineSplitter:
-    """Turns raw reads into buffers of whole lines, joining lines split across reads.
+class Scanner:
+    """Finds signature hits in buffers of whole lines."""
 
-    "\\r" ends a line as "\\n" does (tqdm progress bars); "\\r\\n" is one ending, and a "\\r"
-    that opens a line (a bar's leading "\\r") ends nothing, so line numbers match an editor's
-    wherever the log has no mid-line "\\r". A line longer than `max_line` is cut there, so
-    memory stays flat on megabyte-long lines.
-    """
+    def __init__(self, signatures: Sequence[Signature], engine: str = "auto"):
+        self.signatures = list(signatures)
+        # on one line: markers, then phases (a progress bar joined to a traceback still sets the phase)
+        self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
+        required = {r for s in self.signatures for r in s.requires}
+        # phases another signature `requires` are looked for like failures
+        collapsible = [s.kind is Kind.PHASE and s.id not in required for s in self.signatures]
+        patterns = [
+            Pattern(i, candidate_regex(expand(s.pattern)), first_only=s.kind is Kind.MARKER)
+            for i, s in enumerate(self.signatures)
+        ]
 
-    def __init__(self, max_line: int = 1 << 20):
-        self.max_line = max_line
-        self.pending = b""
-        self.after_cr = False
-        self.at_line_start = True
+        def literals(index: int) -> list[bytes] | None:
+            return required_literals(expand(self.signatures[index].pattern))
 
-    def feed(self, data: bytes) -> bytes:
-        if self.after_cr and data.startswith(b"\n"):
-            data = data[1:]
-        if self.at_line_start and not self.pending and data.startswith(b"\r") and not data.startswith(b"\r\n"):
-            data = data[1:]
-        if data:
-            self.after_cr = data.endswith(b"\r")
-            self.at_line_start = data.endswith((b"\r", b"\n"))
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\n\r", b"\n").replace(b"\r", b"\n")
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self.pending += data
-            if len(self.pending) < self.max_line:
-                return b""
-            whole, self.pending = self.pending + b"\n", b""
-            return whole
-        whole = self.pending + data[: cut + 1] if self.pending else data[: cut + 1]
-        self.pending = data[cut + 1 :]
-        if len(self.pending) >= self.max_line:
-            whole, self.pending = whole + self.pending + b"\n", b""
-        return whole
+        n = len(self.signatures)
+        self._lone_cr, self._junk = n, n + 1  # helper patterns the hyperscan pass also answers
+        helpers = [Pattern(self._lone_cr, LONE_CR), Pattern(self._junk, JUNK_START, first_only=True)]
+        decisive = [p for p in patterns if not collapsible[p.id]]
+        self._decisive, self.engine_name, self._helped = build_engines(decisive, literals, engine, helpers)
+        phases = [p for p in patterns if collapsible[p.id]]
+        self._phases, phase_engine, _ = build_engines(phases, literals, engine)
+        if self.engine_name == "re" and not decisive:
+            self.engine_name = phase_engine
 
-    def flush(self) -> bytes:
-        """The last line, if the stream ended without a line ending."""
-        rest, self.pending = self.pending, b""
-        return rest + b"\n" if rest else b""
+    def scan(self, buf: Buffer, first_line_no: int) -> list[Hit]:
+        """Hits in `buf` (whole lines), in line order."""
+        return self.scan_block(buf, first_line_no).hits
+
+    def scan_block(self, buf: Buffer, first_line_no: int, end: int | None = None) -> Scanned:
+        """Hits in buf[:end] (whole lines; default: all of it) and its count of line endings."""
+        end = len(buf) if end is None else end
+        candidates = self._candidates(buf, end)
+        if any(i == self._junk for _, i in candidates) if self._helped else has_junk(buf, end):
+            buf = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
+            end = len(buf)
+            candidates = self._candidates(buf, end)
+        crs = lone_crs(buf, end, [p - 1 for p, i in candidates if i == self._lone_cr] if self._helped else None)
+        kept = self._confirm_all(buf, end, sorted(c for c in candidates if c[1] < self._lone_cr))
+        return self._number(buf, end, crs, first_line_no, [kept[key] for key in sorted(kept)])
+
+    def _candidates(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        for engine in self._decisive:
+            found += engine(buf, end)
+        return found
+
+    def _confirm_all(self, buf: Buffer, end: int, candidates: list[tuple[int, int]]) -> _Kept:
+        """Confirmed hits by (line start, kind rank, signature), with the last phase before each."""
+        kept: _Kept = {}
+        floor = 0
+        markers: set[int] = set()
+        for pos, index in candidates:
+            if index in markers:
+                continue  # a marker counts once per buffer, whichever engine found it how often
+            found = self._confirm(buf, pos, end, index)
+            if found is None:
+                continue  # a literal or a cross-line candidate that the line itself does not match
+            if self._rank[index] == _KIND_RANK[Kind.MARKER]:
+                markers.add(index)
+                kept[(found.start, self._rank[index], index)] = found
+                continue  # markers do not decide, so no phase is kept for them
+            if found.start >= floor:  # the last phase line up to and including this line
+                kept.update(self._last_phase(buf, floor, found.end))
+                floor = found.end + 1
+            kept[(found.start, self._rank[index], index)] = found
+        kept.update(self._last_phase(buf, floor, end))
+        return kept
+
+    def _confirm(self, buf: Buffer, pos: int, end: int, index: int, low: int = 0) -> _Found | None:
+        """The signature's match on the whole line holding `pos`, if it really matches."""
+        start, stop = line_bounds(buf, pos, end)
+        start = max(start, low)
+        line = bytes(buf[start:stop])
+        match = self.signatures[index].compiled.search(line)
+        return _Found(start, stop, line, index, match) if match is not None else None
+
+    def _last_phase(self, buf: Buffer, floor: int, top: int) -> _Kept:
+        """The last line in buf[floor:top] (whole lines) that a phase signature matches."""
+        while self._phases and top > floor:
+            low = max(floor, buf.rfind(b"\n", floor, max(floor, top - PHASE_BLOCK)) + 1)
+            window = bytes(buf[low:top])
+            found: list[tuple[int, int]] = []
+            for engine in self._phases:
+                found += engine(window, len(window))
+            for pos, index in sorted(found, reverse=True):
+                hit = self._confirm(buf, low + pos, top, index, low)
+                if hit is not None:
+                    return {(hit.start, self._rank[index], index): hit}
+            top = low
+        return {}
+
+    def _number(self, buf: Buffer, end: int, crs: list[int], first: int, found: list[_Found]) -> Scanned:
+        """Line numbers for the confirmed matches, counted once, front to back."""
+        hits: list[Hit] = []
+        line_no, counted_to = first, 0
+        for item in found:
+            line_no += count_endings(buf, crs, counted_to, item.start)
+            counted_to = item.start
+            hits.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
+        return Scanned(hits, line_no - first + count_endings(buf, crs, counted_to, end))
