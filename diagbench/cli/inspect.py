@@ -52,19 +52,25 @@ def classify(
     signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
     engine: Annotated[str, typer.Option(help="auto, hyperscan or re")] = "auto",
+    server: Annotated[
+        str | None, typer.Option(help="the server that wrote the log (vllm, sglang, ...): its own ready lines decide")
+    ] = None,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
     from diagbench.logs.classify import classify_file, context
+    from diagbench.logs.servers import server_name
     from diagbench.logs.signatures import load_packs
-    from diagbench.render.classify import render_classification
 
+    given = guarded(lambda: server_name(server)) if server is not None else None
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    result = guarded(lambda: classify_file(logfile, sigs, engine))
+    result = guarded(lambda: classify_file(logfile, sigs, engine, given))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         return
+    from diagbench.render.classify import render_classification
+
     shown = context(logfile, result.line_no) if result.line_no else []
-    for line in render_classification(result, shown):
+    for line in render_classification(result, shown, given is not None):
         out.print(line, markup=False, soft_wrap=True)
 
 

@@ -114,7 +114,9 @@ def run_attempt(
             return _launch_error(
                 base, f"port {port} is already in use by {holder} (stop it, or set server.port: auto)", t0
             )
-        watch = Watch(_ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle)
+        watch = Watch(
+            _ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle, server=server.kind
+        )
         log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             try:

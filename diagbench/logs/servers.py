@@ -48,17 +48,22 @@ ALIASES = {
 READY_ALSO = {"trtllm": ("triton",)}
 
 
-def server_name(word: str) -> str:
-    """The canonical name for `word` (case and a few common spellings forgiven)."""
+def known_server(word: str) -> str | None:
+    """The canonical name for `word` (case and a few common spellings forgiven), or None."""
     key = word.strip().lower()
     key = ALIASES.get(key, key)
-    if key not in SERVERS:
+    return key if key in SERVERS else None
+
+
+def server_name(word: str) -> str:
+    """`known_server`, or a usage error that lists the names."""
+    if (name := known_server(word)) is None:
         import difflib
 
-        close = difflib.get_close_matches(key, [*SERVERS, *ALIASES], n=1, cutoff=0.6)
-        hint = f"did you mean '{ALIASES.get(close[0], close[0])}'?" if close else "expected one of"
-        raise UserError(f"unknown server '{word}': {hint} ({', '.join(SERVERS)})")
-    return key
+        close = difflib.get_close_matches(word.lower(), [*SERVERS, *ALIASES], n=1, cutoff=0.6)
+        hint = f"did you mean '{ALIASES.get(close[0], close[0])}'? " if close else ""
+        raise UserError(f"unknown server '{word}': {hint}(expected one of: {', '.join(SERVERS)})")
+    return name
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import SpecError
+from diagbench.logs.servers import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
@@ -33,6 +34,7 @@ _SERVER_KEYS = (
     "grace",
     "settle",
     "fresh_caches",
+    "kind",
 )
 # compile caches that carry kernels (and their autotune results) from one launch to the next
 COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
@@ -53,6 +55,7 @@ class ServerSpec:
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
+    kind: str | None = None  # which server this is (vllm, sglang, ...): its own ready lines decide
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class Spec:
                 "grace_s": s.grace,
                 "settle_s": s.settle,
                 "fresh_caches": list(s.fresh_caches),
+                "kind": s.kind,
             },
             "matrix": {
                 a.name: {
@@ -138,9 +142,11 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
     ready_log, ready_http = _parse_ready(keys["ready"]) if "ready" in keys else (None, None)
     packs = _parse_pack_names(keys["signatures"]) if "signatures" in keys else tuple(builtin_packs())
     signatures = _assemble_signatures(keys, packs, base, ready_log)
-    if ready_log is None and ready_http is None and not any(s.kind is Kind.READY for s in signatures):
+    kind = _parse_kind(keys["kind"]) if "kind" in keys else None
+    if ready_log is None and ready_http is None and not any(_decides_ready(s, kind) for s in signatures):
+        whose = f" of {kind}" if kind else ""
         raise src.error(
-            "no ready condition: none of the chosen signature packs has a ready line",
+            f"no ready condition: none of the chosen signature packs has a ready line{whose}",
             "set server.ready.log (a regex) or server.ready.http (a path such as /health)",
         )
     cwd = base / keys["cwd"].string() if "cwd" in keys else base
@@ -158,6 +164,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
         fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
+        kind=kind,
     )
 
 
@@ -182,6 +189,21 @@ def _parse_fresh_caches(src: Src) -> tuple[str, ...]:
     if src.is_list():
         return tuple(item.string("a variable name") for item in src.items())
     return COMPILE_CACHE_VARS if src.boolean() else ()
+
+
+def _decides_ready(sig: Signature, kind: str | None) -> bool:
+    """A ready line that can decide a live launch of this kind of server."""
+    if sig.kind is not Kind.READY or sig.weak:
+        return False
+    return kind is None or sig.server is None or sig.server in (kind, *READY_ALSO.get(kind, ()))
+
+
+def _parse_kind(src: Src) -> str:
+    """server.kind: a server diagbench knows (vllm, sglang, tgi, ...)."""
+    word = src.string("a server name")
+    if (name := known_server(word)) is None:
+        raise src.error(f'unknown server "{word}"', suggest(word, list(SERVERS)))
+    return name
 
 
 def _parse_port(src: Src) -> int | None:
