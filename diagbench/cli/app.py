@@ -6,14 +6,16 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
 from diagbench import __version__
 from diagbench.errors import UserError
-from diagbench.render.console import stderr_console, stdout_console
 from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     add_completion=False,
@@ -21,8 +23,26 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Find which factor breaks an inference server's launch.",
 )
-out = stdout_console()
-err = stderr_console()
+
+
+class _Lazy:
+    """A console made on first use: rich costs start-up time that `classify --json` and
+    `--help` never need."""
+
+    def __init__(self, stream: str):
+        self._stream = stream
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from diagbench.render.console import stderr_console, stdout_console
+
+            self._console = stdout_console() if self._stream == "stdout" else stderr_console()
+        return getattr(self._console, name)
+
+
+out: Console = _Lazy("stdout")  # type: ignore[assignment]  # a Console in all but its making
+err: Console = _Lazy("stderr")  # type: ignore[assignment]
 T = TypeVar("T")
 
 

@@ -26,7 +26,7 @@ from diagbench.launch.process import (
     stop_tree,
 )
 from diagbench.logs.lines import LineSplitter
-from diagbench.logs.scan import Scanner
+from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.watch import Decision, ReadyRule, Watch
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import redact, redact_argv
@@ -82,7 +82,7 @@ class _Reader:
     def _lines(self, buf: bytes) -> None:
         if not buf:
             return
-        scanned = self.scanner.scan_block(buf, self.line_no + 1)
+        scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES)
         self.line_no += scanned.lines
         self.watch.feed(scanned.hits, self.line_no, time.monotonic())
 

@@ -2,16 +2,19 @@
 
 Both are pure functions of their inputs, so a stale entry is never read: packs are keyed
 by each file's path, size and modification time (and diagbench's version), databases by
-their patterns. Everything here is best effort: a read-only or missing cache only costs
-the work again. `XDG_CACHE_HOME` moves it; the newest few entries of each kind are kept.
+their patterns. An entry's file name is a checksum of that key and the file starts with the
+key itself, checked on reading (zlib's checksums, not hashlib: loading OpenSSL alone
+costs more start-up time than the whole cache saves). Everything here is best effort: a
+read-only or missing cache only costs the work again. `XDG_CACHE_HOME` moves it; the
+newest few entries of each kind are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,26 @@ def store(path: Path, data: bytes, keep: int = KEEP) -> None:
             old.unlink()
 
 
-def _packs_key(paths: Sequence[Path]) -> Path | None:
+def entry(kind: str, key: bytes, suffix: str) -> Path:
+    """The cache file for `key`, named by two checksums of it."""
+    return cache_dir() / f"{kind}-{zlib.crc32(key):08x}{zlib.adler32(key):08x}{len(key):x}{suffix}"
+
+
+def read_entry(path: Path, key: bytes) -> bytes | None:
+    """The data stored under `key`, or None (missing, unreadable, or another key's)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head = len(key).to_bytes(4, "big") + key
+    return data[len(head) :] if data.startswith(head) else None
+
+
+def write_entry(path: Path, key: bytes, data: bytes) -> None:
+    store(path, len(key).to_bytes(4, "big") + key + data)
+
+
+def _packs_key(paths: Sequence[Path]) -> bytes | None:
     stamps: list[Any] = [__version__, _PACKS_FORMAT]
     try:
         for path in paths:
@@ -47,21 +69,22 @@ def _packs_key(paths: Sequence[Path]) -> Path | None:
             stamps.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns))
     except OSError:
         return None  # the parser will say what is wrong with the file
-    return cache_dir() / f"packs-{hashlib.sha256(repr(stamps).encode()).hexdigest()[:32]}.json"
+    return repr(stamps).encode()
 
 
 def cached_packs(paths: Sequence[Path]) -> list[dict[str, Any]] | None:
     """The signatures parsed from these pack files before, if nothing has changed since."""
     key = _packs_key(paths)
-    if key is None:
+    data = read_entry(entry("packs", key, ".json"), key) if key is not None else None
+    if data is None:
         return None
     try:
-        data = json.loads(key.read_bytes())
-    except (OSError, ValueError):
+        parsed = json.loads(data)
+    except ValueError:
         return None
-    return data if isinstance(data, list) else None
+    return parsed if isinstance(parsed, list) else None
 
 
 def store_packs(paths: Sequence[Path], signatures: list[dict[str, Any]]) -> None:
     if (key := _packs_key(paths)) is not None:
-        store(key, json.dumps(signatures).encode())
+        write_entry(entry("packs", key, ".json"), key, json.dumps(signatures).encode())

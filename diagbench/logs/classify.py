@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import UserError
-from diagbench.logs.lines import Buffer, count_endings, lone_crs, read_blocks, split_lines
-from diagbench.logs.scan import Scanner
+from diagbench.logs.lines import Buffer, count_endings, read_blocks, split_lines
+from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import ReadyRule, Watch
 from diagbench.vocab import Outcome
@@ -55,8 +55,8 @@ def classify_file(
         raise UserError(f"{path}: cannot read the log ({exc.strerror})") from None
     with handle:
         for buf, end in read_blocks(handle):
+            line_no = _feed(watch, scanner, buf, end, line_no, size < MARKER_BYTES)
             size += end
-            line_no = _feed(watch, scanner, buf, end, line_no)
             if watch.decision is not None:
                 break
         else:
@@ -79,9 +79,9 @@ def classify_file(
     )
 
 
-def _feed(watch: Watch, scanner: Scanner, buf: Buffer, end: int, line_no: int) -> int:
+def _feed(watch: Watch, scanner: Scanner, buf: Buffer, end: int, line_no: int, markers: bool) -> int:
     """Scan buf[:end] (whole lines) into the watch; returns the new last line number."""
-    scanned = scanner.scan_block(buf, line_no + 1, end)
+    scanned = scanner.scan_block(buf, line_no + 1, end, markers)
     watch.feed(scanned.hits, line_no + scanned.lines, 0.0)
     return line_no + scanned.lines
 
@@ -92,8 +92,7 @@ def context(path: Path, line_no: int, around: int = 3) -> list[tuple[int, str]]:
     seen = 0
     with path.open("rb", buffering=0) as handle:
         for buf, end in read_blocks(handle):
-            crs = lone_crs(buf, end)
-            count = count_endings(buf, crs, 0, end)
+            count = count_endings(buf, 0, end)
             if seen + count + 1 >= line_no - around:  # the wanted lines start in this block
                 for raw in split_lines(bytes(buf[:end])):
                     seen += 1

@@ -16,14 +16,14 @@ that the line holds, a match across lines); they are never missed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from diagbench.logs.cache import cache_dir, store
+from diagbench.logs.cache import entry, read_entry, write_entry
 from diagbench.logs.lines import Buffer, line_bounds
+from diagbench.logs.signatures import expand
 
 if sys.version_info >= (3, 11):
     from re import _constants as _sre
@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - exercised where hyperscan is absent
 __all__ = ["Engine", "Pattern", "build_engines", "candidate_regex", "hyperscan", "required_literals"]
 Engine = Callable[[Buffer, int], "list[tuple[int, int]]"]
 FIRST_ONLY_REPEATS = 8  # the pure-Python engines report a first-only pattern this often per buffer
+SPELLINGS = 8  # how many spellings of a literal small classes may expand it to
 
 
 @dataclass(frozen=True)
@@ -51,93 +52,101 @@ class Pattern:
     first_only: bool = False
 
 
-def candidate_regex(expanded: str) -> bytes:
-    """A pattern for finding lines: no named groups, and "\\r" (which ends a line too) allowed
-    wherever the pattern is anchored to the start or the end of a line."""
-    return _line_anchors(re.sub(r"\(\?P<\w+>", "(?:", expanded)).encode()
+def candidate_regex(pattern: str) -> bytes:
+    """A pattern for finding candidate lines: without the prefixes an anchored pattern allows
+    (the big alternation is what makes a database slow; `re` checks them on the line), no
+    named groups, and "\\r" allowed wherever the pattern is anchored to a line's start or end."""
+    text = expand(pattern.replace("^{prefix}", ""))
+    return _line_anchors(re.sub(r"\(\?P<\w+>", "(?:", text)).encode()
+
+
+# an escape, a bracket expression (with its special first "]"), or an anchor
+_TOKEN = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\\\]])*\]|[$^]", re.DOTALL)
+_ANCHORS = {"^": "(?:^|\r)", "$": "(?:$|\r)"}
 
 
 def _line_anchors(pattern: str) -> str:
-    """`^` and `$` outside character classes also match at a "\\r" (engines see raw lines)."""
-    out: list[str] = []
-    i, in_class = 0, False
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]" or pattern[i - 1] == "[" or pattern[i - 2 : i] == "[^"
-        elif char == "[":
-            in_class = True
-        elif char in "^$":
-            char = "(?:^|\r)" if char == "^" else "(?:$|\r)"
-        out.append(char)
-        i += 1
-    return "".join(out)
+    """`^` and `$` outside bracket expressions also match at a "\\r" (engines see raw lines)."""
+    return _TOKEN.sub(lambda m: _ANCHORS.get(m.group(), m.group()), pattern)
 
 
 class ReEngine:
-    """One combined alternation; after each hit, every pattern is tried on that line."""
+    """One combined alternation; after each hit, every pattern is tried on that line. A
+    first-only pattern (a frequent marker) is searched on its own, a few lines at most."""
 
     def __init__(self, patterns: Sequence[Pattern]):
-        self.each = [(p.id, re.compile(p.regex, re.MULTILINE), p.first_only) for p in patterns]
-        joined = b"|".join(b"(?:" + p.regex + b")" for p in patterns)
-        self.combined = re.compile(joined, re.MULTILINE) if patterns else None
+        compiled = [(p.id, re.compile(p.regex, re.MULTILINE), p.first_only) for p in patterns]
+        self.each = [(i, rx) for i, rx, first in compiled if not first]
+        self.first = [(i, rx) for i, rx, first in compiled if first]
+        joined = b"|".join(b"(?:" + p.regex + b")" for p in patterns if not p.first_only)
+        self.combined = re.compile(joined, re.MULTILINE) if self.each else None
 
     def __call__(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
-        if self.combined is None:
-            return found
+        for i, rx in self.first:
+            pos = 0
+            for _ in range(FIRST_ONLY_REPEATS):
+                if (hit := rx.search(buf, pos, end)) is None:
+                    break
+                start, stop = line_bounds(buf, hit.start(), end)
+                found.append((start, i))
+                pos = max(stop, hit.end(), pos + 1)
         pos = 0
-        while (hit := self.combined.search(buf, pos, end)) is not None:
+        while self.combined is not None and (hit := self.combined.search(buf, pos, end)) is not None:
             start, stop = line_bounds(buf, hit.start(), end)
-            found.extend((start, i) for i, rx, _ in self.each if rx.search(buf, max(0, start - 1), stop))
+            found.extend((start, i) for i, rx in self.each if rx.search(buf, max(0, start - 1), stop))
             pos = max(stop, hit.end(), pos + 1)
-        return _thin_first_only(found, {i for i, _, first in self.each if first})
+        return found
 
 
 class LiteralEngine:
-    """Lines holding a literal that every match of a pattern contains."""
+    """Lines holding a literal that every match of a pattern contains.
+
+    One `bytes.find` pass per literal is the cost, so a literal that holds another is found by
+    that one's pass and told apart on the line."""
 
     def __init__(self, literals: Sequence[tuple[Pattern, list[bytes]]]):
-        self.by_literal: dict[bytes, list[int]] = {}
-        self.first_only = {p.id for p, _ in literals if p.first_only}
+        by_literal: dict[bytes, list[int]] = {}
         for pattern, options in literals:
             for literal in options:
-                self.by_literal.setdefault(literal, []).append(pattern.id)
+                by_literal.setdefault(literal, []).append(pattern.id)
+        first_only = {p.id for p, _ in literals if p.first_only}
+        self.keys = _keys(by_literal)  # key -> [(literal, pattern ids)]
+        self.limits = {key: _limit(entries, first_only) for key, entries in self.keys.items()}
 
     def __call__(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
-        for literal, ids in self.by_literal.items():
-            limit = FIRST_ONLY_REPEATS if all(i in self.first_only for i in ids) else -1
-            pos = buf.find(literal, 0, end)
+        for key, entries in self.keys.items():
+            limit = self.limits[key]
+            pos = buf.find(key, 0, end)
             while pos >= 0 and limit != 0:
-                found.extend((pos, i) for i in ids)
+                start, stop = line_bounds(buf, pos, end)
+                line = buf[start:stop]
+                for literal, ids in entries:
+                    if literal in line:
+                        found.extend((start, i) for i in ids)
                 limit -= 1
-                stop = _line_stop(buf, pos, end)
-                pos = buf.find(literal, stop + 1, end) if stop < end else -1
+                pos = buf.find(key, stop + 1, end) if stop < end else -1
         return found
+
+
+def _limit(entries: list[tuple[bytes, list[int]]], first_only: set[int]) -> int:
+    """How many lines a key may report per buffer: all of them, unless it only serves markers."""
+    return FIRST_ONLY_REPEATS if all(i in first_only for _, ids in entries for i in ids) else -1
+
+
+def _keys(by_literal: dict[bytes, list[int]]) -> dict[bytes, list[tuple[bytes, list[int]]]]:
+    """The literals to search for: a literal that holds a shorter one is found by that one's pass."""
+    keys: dict[bytes, list[tuple[bytes, list[int]]]] = {}
+    for literal in sorted(by_literal, key=lambda lit: (len(lit), lit)):
+        key = next((k for k in keys if k in literal), literal)
+        keys.setdefault(key, []).append((literal, by_literal[literal]))
+    return keys
 
 
 def _line_stop(buf: Buffer, pos: int, end: int) -> int:
     stop = buf.find(b"\n", pos, end)
     return end if stop < 0 else stop
-
-
-def _thin_first_only(found: list[tuple[int, int]], first_only: set[int]) -> list[tuple[int, int]]:
-    if not first_only:
-        return found
-    seen: dict[int, int] = {}
-    kept = []
-    for pos, i in found:
-        if i in first_only:
-            seen[i] = seen.get(i, 0) + 1
-            if seen[i] > FIRST_ONLY_REPEATS:
-                continue
-        kept.append((pos, i))
-    return kept
 
 
 def required_literals(pattern: str) -> list[bytes] | None:
@@ -159,20 +168,31 @@ def _alternatives(items: list[tuple[object, object]]) -> list[bytes] | None:
         if candidate and (best is None or min(map(len, candidate)) > min(map(len, best))):
             best = candidate
 
-    run = bytearray()
+    runs = [b""]  # the literal text so far, one string per spelling a small class allows ("[Ee]rror")
     for op, av in items:
         if op is _sre.LITERAL and isinstance(av, int) and av < 128:
-            run.append(av)
+            runs = [run + bytes((av,)) for run in runs]
             continue
-        consider([bytes(run)] if run else None)
-        run = bytearray()
+        if (chars := _small_class(op, av)) and len(runs) * len(chars) <= SPELLINGS:
+            runs = [run + bytes((c,)) for run in runs for c in chars]
+            continue
+        consider(runs if runs[0] else None)
+        runs = [b""]
         if op is _sre.BRANCH:
             branches = [_alternatives(list(b)) for b in av[1]]  # type: ignore[index]
             consider(None if any(b is None for b in branches) else [x for b in branches if b for x in b])
         elif op is _sre.SUBPATTERN:
             consider(_alternatives(list(av[-1])))  # type: ignore[index]
-    consider([bytes(run)] if run else None)
+    consider(runs if runs[0] else None)
     return best if best is not None and min(map(len, best)) >= 3 else None
+
+
+def _small_class(op: object, av: object) -> list[int] | None:
+    """The characters of a class of a few plain characters ("[Ee]"), else None."""
+    if op is not _sre.IN or not isinstance(av, list) or len(av) > 4:
+        return None
+    chars = [c for kind, c in av if kind is _sre.LITERAL and isinstance(c, int) and c < 128]
+    return chars if len(chars) == len(av) else None
 
 
 class HyperscanEngine:
@@ -180,25 +200,34 @@ class HyperscanEngine:
 
     def __init__(self, patterns: Sequence[Pattern]):
         flags = [_hs_flags(p) for p in patterns]
-        material = repr((getattr(hyperscan, "__version__", "?"), [(p.id, p.regex) for p in patterns], flags))
-        cached = cache_dir() / f"hyperscan-{hashlib.sha256(material.encode()).hexdigest()[:32]}.db"
+        key = repr((getattr(hyperscan, "__version__", "?"), [(p.id, p.regex) for p in patterns], flags)).encode()
+        cached = entry("hyperscan", key, ".db")
+        data = read_entry(cached, key)
         try:
-            self.db = hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK)
+            if data is None:
+                raise hyperscan.error("not cached")
+            self.db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
             self.db.scratch = hyperscan.Scratch(self.db)
-        except (OSError, hyperscan.error):
+        except hyperscan.error:
             self.db = _compile([p.regex for p in patterns], [p.id for p in patterns], flags)
-            store(cached, hyperscan.dumpb(self.db))
+            write_entry(cached, key, hyperscan.dumpb(self.db))
 
     def __call__(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
+        return self.split_scan(buf, end, 1 << 62)[0]
+
+    def split_scan(self, buf: Buffer, end: int, split: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Candidates of the patterns with ids below `split`, and the rest's (helpers, frequent)."""
         found: list[tuple[int, int]] = []
-        add = found.append
+        helped: list[tuple[int, int]] = []
+        add, add_helped = found.append, helped.append
 
         def on_match(sig: int, _start: int, stop: int, _flags: int, _ctx: object) -> None:
-            add((stop - 1, sig))  # an offset inside the matched line
+            # an offset inside the matched line (the last byte of the match)
+            add((stop - 1, sig)) if sig < split else add_helped((stop - 1, sig))
 
         data = memoryview(buf)[:end] if end < len(buf) else buf
         self.db.scan(data, match_event_handler=on_match)  # type: ignore[type-var]  # any buffer will do
-        return found
+        return found, helped
 
 
 def _hs_flags(pattern: Pattern) -> int:

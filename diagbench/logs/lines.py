@@ -31,30 +31,35 @@ class RawFile(Protocol):
 MAX_LINE = 1 << 20
 BLOCK = 8 << 20  # classify reads this much at a time: one engine call per block
 
-# The middle byte is a "\r" that ends a line (hyperscan form: it reports each end offset)
-LONE_CR = rb"[^\n]\r[^\n]"
-_LONE_CR = re.compile(rb"(?<=[^\n])\r(?=[^\n])")
+# A "\r" that ends a line: not after a "\n" (it opens one), nor before one ("\r\n" is one
+# ending). The literal comes first, so `re` searches for it at C speed.
+_LONE_CR = re.compile(rb"\r(?<=[^\n]\r)(?!\n)")
+CR_FOLLOWED = rb"\r[^\n]"  # hyperscan form: a "\r" that may end a line (the scanner checks the byte before)
 # Bytes that start junk (hyperscan form), and the junk itself
 JUNK_START = rb"\x1b\[|#033\[|</?(?:span|font)\b"
 _JUNK_START = re.compile(JUNK_START)
 _JUNK = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|#033\[[0-9;]*[A-Za-z]|</?(?:span|font)\b[^>\n\r]*>")
 
 
-def lone_crs(buf: Buffer, end: int, found: list[int] | None = None) -> list[int]:
-    """Offsets of the "\\r" bytes that end a line in buf[:end], sorted. `found`: those an
-    engine already found (every "\\r" with a byte on each side, neither of them "\\n")."""
-    if found is None:
-        found = [m.start() for m in _LONE_CR.finditer(buf, 0, end)] if buf.find(b"\r", 0, end) >= 0 else []
-    else:
-        found.sort()
-    if end > 1 and buf[end - 1] == 13 and buf[end - 2] != 10:  # a bar's "\r" ends the buffer
-        found.append(end - 1)
-    return found
+def count_endings(buf: Buffer, start: int, end: int, crs: list[int] | None = None) -> int:
+    """Line endings in buf[start:end] (a buffer of whole lines: see `whole_lines_end`).
+    `crs`: the buffer's "\\r"s that end a line, sorted, if an engine found them already."""
+    count = buf.count(b"\n", start, end)
+    if crs is not None:
+        return count + bisect_left(crs, end) - bisect_left(crs, start)
+    if buf.find(b"\r", start, end) >= 0:
+        count += len(_LONE_CR.findall(buf, start, end))  # a "\r" that ends the buffer counts too
+    return count
 
 
-def count_endings(buf: Buffer, crs: list[int], start: int, end: int) -> int:
-    """Line endings in buf[start:end], given the buffer's lone "\\r" offsets."""
-    return buf.count(b"\n", start, end) + bisect_left(crs, end) - bisect_left(crs, start)
+def lone_crs(buf: Buffer, end: int, followed: list[int]) -> list[int]:
+    """The "\\r"s that end a line in buf[:end], from those followed by a byte other than "\\n"
+    (what the hyperscan pass reports), sorted."""
+    crs = [pos for pos in followed if pos and buf[pos - 1] != 10]
+    crs.sort()  # already in order, as hyperscan reports them: a linear check
+    if end > 1 and buf[end - 1] == 13 and buf[end - 2] != 10:  # a "\r" that ends the buffer
+        crs.append(end - 1)
+    return crs
 
 
 def line_bounds(buf: Buffer, pos: int, end: int) -> tuple[int, int]:

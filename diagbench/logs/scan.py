@@ -18,14 +18,25 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from diagbench.logs.engines import Pattern, build_engines, candidate_regex, hyperscan, required_literals
-from diagbench.logs.lines import JUNK_START, LONE_CR, Buffer, clean, count_endings, has_junk, line_bounds, lone_crs
+from diagbench.logs.engines import (
+    Engine,
+    HyperscanEngine,
+    Pattern,
+    build_engines,
+    candidate_regex,
+    hyperscan,
+    required_literals,
+)
+from diagbench.logs.lines import CR_FOLLOWED, JUNK_START, Buffer, clean, count_endings, has_junk, line_bounds, lone_crs
 from diagbench.logs.signatures import Kind, Signature, expand
 
 __all__ = ["Hit", "Scanned", "Scanner", "hyperscan", "required_literals"]
 
 _KIND_RANK = {Kind.MARKER: 0, Kind.PHASE: 1, Kind.READY: 2, Kind.FAILURE: 3}
 PHASE_BLOCK = 1 << 16  # phase lines are looked for backwards, a block at a time
+# Markers are looked for everywhere in a log's first bytes (a server names itself as it starts),
+# later only in buffers with a ready or failure line: frequent markers make a pass twice as slow.
+MARKER_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -70,47 +81,59 @@ class Scanner:
         # on one line: markers, then phases (a progress bar joined to a traceback still sets the phase)
         self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
         required = {r for s in self.signatures for r in s.requires}
-        # phases another signature `requires` are looked for like failures
-        collapsible = [s.kind is Kind.PHASE and s.id not in required for s in self.signatures]
         patterns = [
-            Pattern(i, candidate_regex(expand(s.pattern)), first_only=s.kind is Kind.MARKER)
+            Pattern(i, candidate_regex(s.pattern), first_only=s.kind is Kind.MARKER)
             for i, s in enumerate(self.signatures)
         ]
 
         def literals(index: int) -> list[bytes] | None:
-            return required_literals(expand(self.signatures[index].pattern))
+            return required_literals(expand(self.signatures[index].pattern.replace("^{prefix}", "")))
 
-        n = len(self.signatures)
-        self._lone_cr, self._junk = n, n + 1  # helper patterns the hyperscan pass also answers
-        helpers = [Pattern(self._lone_cr, LONE_CR), Pattern(self._junk, JUNK_START, first_only=True)]
-        decisive = [p for p in patterns if not collapsible[p.id]]
-        self._decisive, self.engine_name, self._helped = build_engines(decisive, literals, engine, helpers)
-        phases = [p for p in patterns if collapsible[p.id]]
-        self._phases, phase_engine, _ = build_engines(phases, literals, engine)
-        if self.engine_name == "re" and not decisive:
-            self.engine_name = phase_engine
+        def engines(kinds: tuple[Kind, ...], helpers: Sequence[Pattern] = ()) -> tuple[list[Engine], str, bool]:
+            chosen = [p for p in patterns if self._kind(p.id, required) in kinds]
+            return build_engines(chosen, literals, engine, helpers)
+
+        # helper patterns the hyperscan pass also answers: junk to clean, "\r"s that end lines
+        self._junk, self._cr = len(self.signatures), len(self.signatures) + 1
+        helpers = [Pattern(self._junk, JUNK_START, first_only=True), Pattern(self._cr, CR_FOLLOWED)]
+        self._decisive, self.engine_name, self._helped = engines((Kind.READY, Kind.FAILURE), helpers)
+        self._markers, _, _ = engines((Kind.MARKER,))
+        self._phases, _, _ = engines((Kind.PHASE,))
+
+    def _kind(self, index: int, required: set[str]) -> Kind:
+        """The kind a signature is looked for as: phases another signature `requires` like failures."""
+        sig = self.signatures[index]
+        return Kind.READY if sig.kind is Kind.PHASE and sig.id in required else sig.kind
 
     def scan(self, buf: Buffer, first_line_no: int) -> list[Hit]:
         """Hits in `buf` (whole lines), in line order."""
         return self.scan_block(buf, first_line_no).hits
 
-    def scan_block(self, buf: Buffer, first_line_no: int, end: int | None = None) -> Scanned:
-        """Hits in buf[:end] (whole lines; default: all of it) and its count of line endings."""
+    def scan_block(self, buf: Buffer, first_line_no: int, end: int | None = None, markers: bool = True) -> Scanned:
+        """Hits in buf[:end] (whole lines; default: all of it) and its count of line endings.
+
+        `markers`: look for the lines that name the server; when False, only in a buffer that
+        holds a ready or failure candidate (a traceback's paths name its server)."""
         end = len(buf) if end is None else end
-        candidates = self._candidates(buf, end)
-        if any(i == self._junk for _, i in candidates) if self._helped else has_junk(buf, end):
+        candidates, helped = self._first_pass(buf, end)
+        if any(i == self._junk for _, i in helped) if self._helped else has_junk(buf, end):
             buf = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
             end = len(buf)
-            candidates = self._candidates(buf, end)
-        crs = lone_crs(buf, end, [p - 1 for p, i in candidates if i == self._lone_cr] if self._helped else None)
-        kept = self._confirm_all(buf, end, sorted(c for c in candidates if c[1] < self._lone_cr))
+            candidates, helped = self._first_pass(buf, end)
+        crs = lone_crs(buf, end, [p - 1 for p, i in helped if i == self._cr]) if self._helped else None
+        if markers or candidates:
+            candidates += _run(self._markers, buf, end)
+        kept = self._confirm_all(buf, end, sorted(candidates))
         return self._number(buf, end, crs, first_line_no, [kept[key] for key in sorted(kept)])
 
-    def _candidates(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        for engine in self._decisive:
-            found += engine(buf, end)
-        return found
+    def _first_pass(self, buf: Buffer, end: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Ready and failure candidates, and the helper patterns' hits (when hyperscan runs)."""
+        if not self._helped:
+            return _run(self._decisive, buf, end), []
+        first = self._decisive[0]
+        assert isinstance(first, HyperscanEngine)
+        candidates, helped = first.split_scan(buf, end, self._junk)
+        return candidates + _run(self._decisive[1:], buf, end), helped
 
     def _confirm_all(self, buf: Buffer, end: int, candidates: list[tuple[int, int]]) -> _Kept:
         """Confirmed hits by (line start, kind rank, signature), with the last phase before each."""
@@ -157,12 +180,19 @@ class Scanner:
             top = low
         return {}
 
-    def _number(self, buf: Buffer, end: int, crs: list[int], first: int, found: list[_Found]) -> Scanned:
+    def _number(self, buf: Buffer, end: int, crs: list[int] | None, first: int, found: list[_Found]) -> Scanned:
         """Line numbers for the confirmed matches, counted once, front to back."""
         hits: list[Hit] = []
         line_no, counted_to = first, 0
         for item in found:
-            line_no += count_endings(buf, crs, counted_to, item.start)
+            line_no += count_endings(buf, counted_to, item.start, crs)
             counted_to = item.start
             hits.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
-        return Scanned(hits, line_no - first + count_endings(buf, crs, counted_to, end))
+        return Scanned(hits, line_no - first + count_endings(buf, counted_to, end, crs))
+
+
+def _run(engines: list[Engine], buf: Buffer, end: int) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    for engine in engines:
+        found += engine(buf, end)
+    return found

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +113,7 @@ def expand(pattern: str) -> str:
 
 
 def _packs_folder() -> Path:
-    return Path(str(resources.files("diagbench.logs") / "packs"))
+    return Path(__file__).resolve().parent / "packs"  # installed as package data, next to this module
 
 
 def builtin_packs() -> list[str]:
