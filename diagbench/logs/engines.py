@@ -213,17 +213,23 @@ class HyperscanEngine:
             write_entry(cached, key, hyperscan.dumpb(self.db))
 
     def __call__(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
-        return self.split_scan(buf, end, 1 << 62)[0]
+        return self.split_scan(buf, end, 1 << 62, 0)[0]
 
-    def split_scan(self, buf: Buffer, end: int, split: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """Candidates of the patterns with ids below `split`, and the rest's (helpers, frequent)."""
+    def split_scan(
+        self, buf: Buffer, end: int, split: int, helpers: int
+    ) -> tuple[list[tuple[int, int]], list[list[int]]]:
+        """Candidates of the patterns with ids below `split`, and for each of the `helpers`
+        patterns after them (frequent, so kept lean) the offsets where they matched."""
         found: list[tuple[int, int]] = []
-        helped: list[tuple[int, int]] = []
-        add, add_helped = found.append, helped.append
+        helped: list[list[int]] = [[] for _ in range(helpers)]
+        add = found.append
 
         def on_match(sig: int, _start: int, stop: int, _flags: int, _ctx: object) -> None:
-            # an offset inside the matched line (the last byte of the match)
-            add((stop - 1, sig)) if sig < split else add_helped((stop - 1, sig))
+            # an offset inside the matched line: the last byte of the match
+            if sig < split:
+                add((stop - 1, sig))
+            else:
+                helped[sig - split].append(stop - 1)
 
         data = memoryview(buf)[:end] if end < len(buf) else buf
         self.db.scan(data, match_event_handler=on_match)  # type: ignore[type-var]  # any buffer will do

@@ -36,7 +36,7 @@ _KIND_RANK = {Kind.MARKER: 0, Kind.PHASE: 1, Kind.READY: 2, Kind.FAILURE: 3}
 PHASE_BLOCK = 1 << 16  # phase lines are looked for backwards, a block at a time
 # Markers are looked for everywhere in a log's first bytes (a server names itself as it starts),
 # later only in buffers with a ready or failure line: frequent markers make a pass twice as slow.
-MARKER_BYTES = 8 << 20
+MARKER_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -115,25 +115,26 @@ class Scanner:
         `markers`: look for the lines that name the server; when False, only in a buffer that
         holds a ready or failure candidate (a traceback's paths name its server)."""
         end = len(buf) if end is None else end
-        candidates, helped = self._first_pass(buf, end)
-        if any(i == self._junk for _, i in helped) if self._helped else has_junk(buf, end):
+        candidates, junk, followed = self._first_pass(buf, end)
+        if junk:
             buf = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
             end = len(buf)
-            candidates, helped = self._first_pass(buf, end)
-        crs = lone_crs(buf, end, [p - 1 for p, i in helped if i == self._cr]) if self._helped else None
+            candidates, _, followed = self._first_pass(buf, end)
+        crs = lone_crs(buf, end, followed) if followed is not None else None
         if markers or candidates:
             candidates += _run(self._markers, buf, end)
         kept = self._confirm_all(buf, end, sorted(candidates))
         return self._number(buf, end, crs, first_line_no, [kept[key] for key in sorted(kept)])
 
-    def _first_pass(self, buf: Buffer, end: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """Ready and failure candidates, and the helper patterns' hits (when hyperscan runs)."""
+    def _first_pass(self, buf: Buffer, end: int) -> tuple[list[tuple[int, int]], bool, list[int] | None]:
+        """Ready and failure candidates, whether the buffer holds junk, and (when hyperscan
+        runs) the offsets of its "\\r"s followed by something other than "\\n"."""
         if not self._helped:
-            return _run(self._decisive, buf, end), []
+            return _run(self._decisive, buf, end), has_junk(buf, end), None
         first = self._decisive[0]
         assert isinstance(first, HyperscanEngine)
-        candidates, helped = first.split_scan(buf, end, self._junk)
-        return candidates + _run(self._decisive[1:], buf, end), helped
+        candidates, (junk, followed) = first.split_scan(buf, end, self._junk, 2)
+        return candidates + _run(self._decisive[1:], buf, end), bool(junk), [p - 1 for p in followed]
 
     def _confirm_all(self, buf: Buffer, end: int, candidates: list[tuple[int, int]]) -> _Kept:
         """Confirmed hits by (line start, kind rank, signature), with the last phase before each."""
