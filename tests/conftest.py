@@ -12,6 +12,7 @@ import yaml
 from diagbench.execute.pipeline import RunOptions, RunResult, execute
 from diagbench.launch.process import sweep_tagged
 from diagbench.records.record import AttemptRecord
+from diagbench.spec.gpus import parse_gpu_request
 from diagbench.spec.load import load_spec
 
 FAKE = Path(__file__).parent / "fakeserver.py"
@@ -25,7 +26,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:  # not `in item.keywords`: a folder named gpu is one
             item.add_marker(skip)
 
 
@@ -73,13 +74,16 @@ class Runs:
 
     def run(self, spec_path: Path, **kw: Any) -> RunResult:
         spec = load_spec(spec_path)
+        gpus = kw.pop("gpus", None)
         options = RunOptions(
             self.folder / "runs",
             kw.pop("run_id", None),
             tuple(kw.pop("only", ())),
             kw.pop("repeat", 1),
-            kw.pop("parallel", 1),
+            kw.pop("parallel", None),
             kw.pop("resume", None),
+            gpus=parse_gpu_request(gpus) if gpus is not None else None,
+            **kw,
         )
         result = execute(spec, options, self)
         self.last = result
@@ -101,6 +105,20 @@ def runs(tmp_path: Path):
     result = getattr(runner, "last", None)
     if result is not None:
         deadline = time.monotonic() + 3
-        while (left := sweep_tagged(result.run_dir.path.name)) and time.monotonic() < deadline:
+        while (left := sweep_tagged(result.run_dir.path)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert left == [], f"processes left behind: {left}"
+
+
+def diagbench_argv(*args: str) -> list[str]:
+    """The command line of a diagbench process (for tests that run it in the background)."""
+    return [sys.executable, "-m", "diagbench", *args]
+
+
+def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll `condition()` until true (tests of concurrent processes wait on the file system)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

@@ -6,16 +6,14 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
 from diagbench import __version__
 from diagbench.errors import UserError
+from diagbench.render.console import lazy_console
 from diagbench.vocab import ExitCode
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 app = typer.Typer(
     add_completion=False,
@@ -25,24 +23,8 @@ app = typer.Typer(
 )
 
 
-class _Lazy:
-    """A console made on first use: rich costs start-up time that `classify --json` and
-    `--help` never need."""
-
-    def __init__(self, stream: str):
-        self._stream = stream
-        self._console: Console | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._console is None:
-            from diagbench.render.console import stderr_console, stdout_console
-
-            self._console = stdout_console() if self._stream == "stdout" else stderr_console()
-        return getattr(self._console, name)
-
-
-out: Console = _Lazy("stdout")  # type: ignore[assignment]  # a Console in all but its making
-err: Console = _Lazy("stderr")  # type: ignore[assignment]
+out = lazy_console("stdout")
+err = lazy_console("stderr")
 T = TypeVar("T")
 
 
@@ -77,10 +59,6 @@ def write_report(path: Path, text: str, mode: str, run: Path) -> None:
             handle.write(text)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror} (the run itself is recorded in {run})") from None
-
-
-def sigterm_as_interrupt(_signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt
 
 
 def _version(value: bool) -> None:

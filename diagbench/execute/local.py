@@ -7,9 +7,10 @@ from typing import Any
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.slots import Slot
+from diagbench.execute.slots import Slot, SlotPlan
 from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
+from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
@@ -18,32 +19,62 @@ from diagbench.spec.plan import PlannedAttempt
 
 
 class LocalExecutor:
-    """Launches, watches and tears down each attempt on this host, with the shared scanner."""
+    """Launches, watches and tears down each attempt on this host.
 
-    def __init__(self, server: ServerSpec, run_dir: RunDir, tag_prefix: str):
-        self.server, self.run_dir, self.tag_prefix = server, run_dir, tag_prefix
+    The signatures are compiled once and shared; each attempt scans with its own fork of
+    the scanner (concurrent attempts must not share hyperscan's scratch). Every tree is
+    tagged with a nonce of this executor's own, so no other invocation's teardown, even
+    one with the same run id, can reach it."""
+
+    def __init__(self, server: ServerSpec, run_dir: RunDir, slots: SlotPlan | None = None):
+        self.server, self.run_dir, self.slots = server, run_dir, slots
         self.scanner = Scanner(server.signatures)
+        self.nonce = new_nonce()
         self.baseline = gpu.memory_used_mib()
 
+    def tag(self, item: PlannedAttempt) -> Tag:
+        return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve())
+
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
-        gpu_info = self._settle_gpu(cancel)
+        watched = self._watched(slot)
+        gpu_info = self._settle_gpu(watched, cancel)
         events.on_start(item, slot)
+        env = self.slots.env(slot) if self.slots else {}
+        server = dataclasses.replace(self.server, env={**self.server.env, **env}) if env else self.server
         record = run_attempt(
             item,
-            self.server,
+            server,
             self.run_dir.attempt_dir(item.name),
-            self.scanner,
-            f"{self.tag_prefix}/{item.name}",
+            self.scanner.fork(),
+            self.tag(item),
             cancel.read_fd,
             events.on_phase,
+            hurry=cancel.urgent,
         )
         if gpu_info is not None:
-            record = dataclasses.replace(record, gpu={**gpu_info, "after_mib": gpu.memory_used_mib()})
-        return record
+            after = gpu.memory_used_mib()
+            gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
+            record = dataclasses.replace(record, gpu=gpu_info)
+        return dataclasses.replace(record, gpus=list(slot.gpus)) if slot.gpus else record
 
-    def _settle_gpu(self, cancel: Cancel) -> dict[str, Any] | None:
-        """Wait (bounded) until the GPUs' memory is back to where the run started."""
-        if self.baseline is None:
+    def _watched(self, slot: Slot) -> list[int] | None:
+        """The host indices of the GPUs whose memory must settle before `slot` launches:
+        its own GPUs; with no GPU slots, every GPU, but only when attempts run one at a time
+        (with several at once, the others' memory is rightly in use)."""
+        if slot.gpus:
+            known = self.slots.offer.host_index if self.slots else {}
+            return [known[g] for g in slot.gpus if g in known]
+        if self.slots is not None and len(self.slots.slots) > 1:
+            return []
+        return None
+
+    def _settle_gpu(self, watched: list[int] | None, cancel: Cancel) -> dict[str, Any] | None:
+        """Wait (bounded) until the watched GPUs' memory is back to where the run started."""
+        if self.baseline is None or watched == []:
             return None
-        before, waited = gpu.wait_for_baseline(self.baseline, cancel.event)
-        return {"baseline_mib": self.baseline, "before_mib": before, "settle_wait_s": round(waited, 3)}
+        before, waited = gpu.wait_for_baseline(self.baseline, cancel.event, indices=watched)
+        return {
+            "baseline_mib": gpu.pick(self.baseline, watched),
+            "before_mib": before,
+            "settle_wait_s": round(waited, 3),
+        }

@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from diagbench.errors import UserError
+from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
-from diagbench.execute.slots import plain_slots
+from diagbench.execute.slots import SlotPlan, resolve_slots
+from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
@@ -21,8 +23,10 @@ from diagbench.records.store import (
     RunDir,
     load_run,
     new_run_id,
+    open_existing_run,
     open_run,
 )
+from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
@@ -37,6 +41,7 @@ class RunResult:
     violations: list[Violation] = field(default_factory=list)
     interrupted: bool = False
     harness_errors: list[str] = field(default_factory=list)
+    write_error: WriteError | None = None  # the run stopped: a record or log could not be written
 
 
 def judge_run(spec: Spec, records: Sequence[AttemptRecord]) -> tuple[list[Verdict], list[Violation]]:
@@ -52,53 +57,102 @@ class RunOptions:
     run_id: str | None = None
     only: tuple[str, ...] = ()
     repeat: int = 1
-    parallel: int = 1
+    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs)
     resume: Path | None = None  # an interrupted run directory to finish
+    gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
+    stop_when_decided: bool = False  # skip attempts that can no longer change a verdict or an expect
+    fail_fast: bool = False  # skip everything after the first violated expect
+    slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
 
 
 def execute(
     spec: Spec,
     options: RunOptions,
     events: RunEvents,
+    cancel: Cancel | None = None,
 ) -> RunResult:
-    """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
-    if options.parallel > 1 and spec.server.port is not None:
-        raise UserError(
-            f"--parallel {options.parallel} needs server.port: auto (cells cannot share port {spec.server.port})"
-        )
+    """The run pipeline: select cells, plan, open the run, pre-register, launch, judge.
+    `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
+    slots = options.slots or resolve_slots(spec, options.gpus, options.parallel)
+    if options.stop_when_decided and not (spec.hypotheses or spec.expectations):
+        raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
     else:
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
-        settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
-        facts = host.collect(spec.path.resolve().parent)
-        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
-    events.on_open(run_dir, planned)
-    finished = {r.attempt for r in done}
-    cancel = Cancel()
-    executor = LocalExecutor(spec.server, run_dir, run_dir.path.name)
-    try:
-        todo = [p for p in planned if p.name not in finished]
-        scheduled = run_attempts(todo, executor, plain_slots(options.parallel), run_dir, events, cancel, done=done)
+    own_cancel = cancel is None
+    cancel = cancel or Cancel()
+    try:  # the run directory is locked from here on: released however this ends
+        if options.resume is None:
+            facts = host.collect(spec.path.resolve().parent)
+            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, _settings(options, slots), facts))
+        events.on_open(run_dir, planned)
+        result = _launch_and_judge(spec, options, slots, run_dir, planned, done, events, cancel)
     finally:
-        cancel.close()
-    order = {p.name: i for i, p in enumerate(planned)}
-    records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))
-    result = RunResult(run_dir, records, interrupted=scheduled.interrupted, harness_errors=scheduled.harness_errors)
-    result.verdicts, result.violations = judge_run(spec, records)
-    run_dir.write_verdicts([v.to_json() for v in result.verdicts])
+        run_dir.release()
+        if own_cancel:
+            cancel.close()
     return result
 
 
+def _launch_and_judge(
+    spec: Spec,
+    options: RunOptions,
+    slots: SlotPlan,
+    run_dir: RunDir,
+    planned: list[PlannedAttempt],
+    done: list[AttemptRecord],
+    events: RunEvents,
+    cancel: Cancel,
+) -> RunResult:
+    finished = {r.attempt for r in done}
+    executor = LocalExecutor(spec.server, run_dir, slots)
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
+    todo = [p for p in planned if p.name not in finished]
+    if options.stop_when_decided:
+        todo = decision_order(todo, spec.hypotheses, spec.expectations)
+    scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
+    order = {p.name: i for i, p in enumerate(planned)}
+    records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))
+    result = RunResult(run_dir, records, interrupted=scheduled.interrupted, harness_errors=scheduled.harness_errors)
+    result.write_error = scheduled.write_error
+    result.verdicts, result.violations = judge_run(spec, records)
+    try:
+        run_dir.write_verdicts([v.to_json() for v in result.verdicts])
+    except WriteError as exc:
+        result.write_error = result.write_error or exc
+    return result
+
+
+def _settings(options: RunOptions, slots: SlotPlan) -> dict[str, Any]:
+    """The options a run was started with, for its manifest."""
+    return {
+        "only": list(options.only),
+        "repeat": options.repeat,
+        "parallel": options.parallel,
+        "gpus": list(slots.offer.ids),
+        "gpus_per_attempt": slots.per_attempt,
+        "slots": [list(slot.gpus) for slot in slots.slots],
+        "stop_when_decided": options.stop_when_decided,
+        "fail_fast": options.fail_fast,
+    }
+
+
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:
-    """An interrupted run to finish: same spec (by hash), its plan, and what already ended."""
-    loaded = load_run(path)
-    if loaded.manifest.get("spec_sha256") != spec.sha256:
-        raise UserError(
-            f"{path}: the spec changed since this run started (its sha256 differs); "
-            "resume with the spec it was started with, or start a new run"
-        )
+    """An interrupted run to finish, locked for this diagbench: same spec (by hash), its
+    plan, and what already ended."""
+    run_dir = open_existing_run(path)
+    try:
+        loaded = load_run(path)
+        if loaded.manifest.get("spec_sha256") != spec.sha256:
+            raise UserError(
+                f"{path}: the spec changed since this run started (its sha256 differs); "
+                "resume with the spec it was started with, or start a new run"
+            )
+    except BaseException:
+        run_dir.release()
+        raise
     cells = {c.id: c for c in spec.cells}
     planned = [
         PlannedAttempt(cells[a["cell_id"]], int(a["repeat"]))
@@ -106,4 +160,4 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
         if a.get("cell_id") in cells
     ]
     done = [r for r in loaded.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)]
-    return RunDir(loaded.path), planned, done
+    return run_dir, planned, done

@@ -16,8 +16,10 @@ that the line holds, a match across lines); they are never missed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -196,7 +198,13 @@ def _small_class(op: object, av: object) -> list[int] | None:
 
 
 class HyperscanEngine:
-    """All patterns in one block-mode database, loaded from the disk cache when it is there."""
+    """All patterns in one block-mode database, loaded from the disk cache when it is there.
+
+    The database is read-only and shared; a scratch is a scan's working memory and serves
+    one scan at a time (hyperscan releases the GIL while it scans), so every `fork` gets
+    its own scratch, cloned from a prototype that never scans."""
+
+    _clone_lock = threading.Lock()
 
     def __init__(self, patterns: Sequence[Pattern]):
         flags = [_hs_flags(p) for p in patterns]
@@ -207,10 +215,21 @@ class HyperscanEngine:
             if data is None:
                 raise hyperscan.error("not cached")
             self.db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
-            self.db.scratch = hyperscan.Scratch(self.db)
         except hyperscan.error:
             self.db = _compile([p.regex for p in patterns], [p.id for p in patterns], flags)
             write_entry(cached, key, hyperscan.dumpb(self.db))
+        self._prototype = hyperscan.Scratch(self.db)
+        self.scratch = self._clone_scratch()
+
+    def _clone_scratch(self) -> hyperscan.Scratch:
+        with self._clone_lock:
+            return self._prototype.clone()
+
+    def fork(self) -> HyperscanEngine:
+        """The same database with a scratch of its own, for one more concurrent scanner."""
+        twin = copy.copy(self)
+        twin.scratch = self._clone_scratch()
+        return twin
 
     def __call__(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
         return self.split_scan(buf, end, 1 << 62, 0)[0]
@@ -232,7 +251,7 @@ class HyperscanEngine:
                 helped[sig - split].append(stop - 1)
 
         data = memoryview(buf)[:end] if end < len(buf) else buf
-        self.db.scan(data, match_event_handler=on_match)  # type: ignore[type-var]  # any buffer will do
+        self.db.scan(data, match_event_handler=on_match, scratch=self.scratch)  # type: ignore[type-var]  # any buffer
         return found, helped
 
 
@@ -283,3 +302,8 @@ def build_engines(
     if without := [p for p in rest if not found[p.id]]:
         engines.append(ReEngine(without))
     return engines, name, helped
+
+
+def fork(engine: Engine) -> Engine:
+    """Engines with scan state get their own; the `re` engines hold none and are shared."""
+    return engine.fork() if isinstance(engine, HyperscanEngine) else engine

@@ -14,6 +14,7 @@ Marker lines (which server wrote the log) are reported once per buffer each.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from diagbench.logs.engines import (
     Pattern,
     build_engines,
     candidate_regex,
+    fork,
     hyperscan,
     required_literals,
 )
@@ -104,6 +106,15 @@ class Scanner:
         """The kind a signature is looked for as: phases another signature `requires` like failures."""
         sig = self.signatures[index]
         return Kind.READY if sig.kind is Kind.PHASE and sig.id in required else sig.kind
+
+    def fork(self) -> Scanner:
+        """A scanner for one more thread: the compiled patterns are shared, the scan state
+        (hyperscan's scratch) is its own. One scanner must never scan in two threads at once."""
+        twin = copy.copy(self)
+        twin._decisive = [fork(e) for e in self._decisive]
+        twin._markers = [fork(e) for e in self._markers]
+        twin._phases = [fork(e) for e in self._phases]
+        return twin
 
     def scan(self, buf: Buffer, first_line_no: int) -> list[Hit]:
         """Hits in `buf` (whole lines), in line order."""

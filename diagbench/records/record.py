@@ -48,13 +48,17 @@ class AttemptRecord:
     duration_s: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    log_bytes: int = 0
+    log_bytes: int = 0  # what the server wrote
     log_lines: int = 0
+    log_truncated: bool = False  # server.max_log was passed: server.log has the head and the last part
+    log_kept_bytes: int = 0  # bytes in server.log (marker lines included)
+    log_dropped_bytes: int = 0
     killed: list[Killed] = field(default_factory=list)
     left_behind: list[int] = field(default_factory=list)  # pids that survived SIGKILL (should be empty)
     teardown_s: float | None = None
     sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
+    gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,14 +14,19 @@ from diagbench.errors import SpecError
 from diagbench.logs.servers import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
+from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
+DEFAULT_MAX_LOG = 1 << 30  # server.log keeps its head and last part past this (a flooding server)
+MIN_MAX_LOG = 64 << 10
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
+_SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
-_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses")
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus")
 _SERVER_KEYS = (
     "command",
     "shell",
@@ -34,6 +40,8 @@ _SERVER_KEYS = (
     "grace",
     "settle",
     "fresh_caches",
+    "max_log",
+    "gpus",
     "kind",
 )
 # compile caches that carry kernels (and their autotune results) from one launch to the next
@@ -55,6 +63,8 @@ class ServerSpec:
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
+    max_log: int = DEFAULT_MAX_LOG  # bytes of server.log before only its head and last part are kept
+    gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
     kind: str | None = None  # which server this is (vllm, sglang, ...): its own ready lines decide
 
 
@@ -70,6 +80,7 @@ class Spec:
     cells: tuple[Cell, ...]
     expectations: tuple[Expectation, ...] = ()
     hypotheses: tuple[Hypothesis, ...] = field(default=())
+    gpus: GpuRequest | None = None  # the GPUs to use when --gpus is not given (None: all that are visible)
 
     def to_json(self) -> dict[str, Any]:
         """The spec as loaded, for the manifest (labels as written)."""
@@ -90,8 +101,11 @@ class Spec:
                 "grace_s": s.grace,
                 "settle_s": s.settle,
                 "fresh_caches": list(s.fresh_caches),
+                "max_log": s.max_log,
+                "gpus": s.gpus,
                 "kind": s.kind,
             },
+            "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
                 a.name: {
                     "kind": a.kind.value,
@@ -124,6 +138,7 @@ def load_spec(path: Path) -> Spec:
         cells=cells,
         expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
         hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
+        gpus=parse_gpus_key(keys["gpus"]) if "gpus" in keys else None,
     )
 
 
@@ -164,6 +179,8 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
         fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
+        max_log=_parse_size(keys["max_log"]) if "max_log" in keys else DEFAULT_MAX_LOG,
+        gpus=parse_gpus_per_attempt(keys["gpus"]) if "gpus" in keys else None,
         kind=kind,
     )
 
@@ -204,6 +221,15 @@ def _parse_kind(src: Src) -> str:
     if (name := known_server(word)) is None:
         raise src.error(f'unknown server "{word}"', suggest(word, list(SERVERS)))
     return name
+
+
+def _parse_size(src: Src) -> int:
+    """`1GiB`, `500MB`, `64KiB`, or a number of bytes; at least 64 KiB."""
+    found = _SIZE.match(src.text("a size like 1GiB or 500MB"))
+    size = int(float(found.group(1)) * _SIZE_UNITS[found.group(2)]) if found else 0
+    if size < MIN_MAX_LOG:
+        raise src.expected("a size of at least 64KiB, like 1GiB, 500MB or 64KiB")
+    return size
 
 
 def _parse_port(src: Src) -> int | None:
