@@ -158,5 +158,5 @@ def test_run_with_server_kind_takes_its_own_ready_line(runs) -> None:
     )
     known = runs.one({"command": command, "kind": "vllm", "timeout": "10s"})
     assert (known.outcome, known.signature, known.evidence.line_no) == ("ready", "vllm.uvicorn_ready", 2)
-    unknown = runs.one({"command": command, "timeout": "1s"})
+    unknown = runs.one({"command": command, "timeout": "1s"}, name="no-kind")
     assert unknown.outcome == "timeout"

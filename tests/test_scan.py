@@ -15,7 +15,7 @@ SIGS = load_packs(builtin_packs(), Path("."))
 
 def hits(scanner: Scanner, text: bytes):
     """(line, signature) of each hit but the markers (which name the server, tested on their own)."""
-    return [(h.line_no, h.signature.id) for h in scanner.scan(text, 1) if h.signature.kind is not Kind.MARKER]
+    return [(h.line_no, h.signature.id) for h in scanner.scan(text, 1)]
 
 
 def lines(text: bytes) -> int:
@@ -251,5 +251,5 @@ def test_a_marker_is_reported_once_per_buffer():
     text = b"".join(
         b"(APIServer pid=1) INFO 05-07 20:28:31 [launcher.py:46] Route: /v%d, Methods: POST\n" % i for i in range(50)
     )
-    markers = [h.signature.id for h in scanner.scan(text, 1) if h.signature.kind is Kind.MARKER]
+    markers = [h.signature.id for h in scanner.scan_block(text, 1).hits if h.signature.kind is Kind.MARKER]
     assert sorted(markers) == ["vllm.marker_logger", "vllm.marker_process", "vllm.marker_routes"]

@@ -14,7 +14,8 @@ SCANNER = Scanner(load_packs(builtin_packs(), Path(".")))
 
 def feed(watch: Watch, text: str, now: float = 0.0, first: int = 1):
     buf = text.encode()
-    return watch.feed(SCANNER.scan(buf, first), first - 1 + buf.count(b"\n"), now)
+    scanned = SCANNER.scan_block(buf, first)  # as the readers do: markers included
+    return watch.feed(scanned.hits, first - 1 + scanned.lines, now)
 
 
 def test_ready_line():

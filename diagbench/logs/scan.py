@@ -80,6 +80,7 @@ class Scanner:
 
     def __init__(self, signatures: Sequence[Signature], engine: str = "auto"):
         self.signatures = list(signatures)
+        engine = engine if hyperscan is not None else "re"
         # on one line: markers, then phases (a progress bar joined to a traceback still sets the phase)
         self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
         required = {r for s in self.signatures for r in s.requires}
@@ -117,8 +118,11 @@ class Scanner:
         return twin
 
     def scan(self, buf: Buffer, first_line_no: int) -> list[Hit]:
-        """Hits in `buf` (whole lines), in line order."""
-        return self.scan_block(buf, first_line_no).hits
+        """Ready, failure and phase hits in `buf` (whole lines), in line order: `scan_block`
+        without the markers, which only name the server."""
+        return [
+            h for h in self.scan_block(buf, first_line_no, markers=False).hits if h.signature.kind is not Kind.MARKER
+        ]
 
     def scan_block(self, buf: Buffer, first_line_no: int, end: int | None = None, markers: bool = True) -> Scanned:
         """Hits in buf[:end] (whole lines; default: all of it) and its count of line endings.
