@@ -13,6 +13,7 @@ then the earliest; the other failure classes seen become secondary classes.
 
 from __future__ import annotations
 
+import functools
 import re
 import signal as signals
 from collections import deque
@@ -23,9 +24,14 @@ from diagbench.logs.servers import Detector
 from diagbench.logs.signatures import PREFIX, Kind
 from diagbench.vocab import Evidence, Outcome
 
+
 # A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
 # names the failure without being it. Such lines never decide (seen on the refserver's GPU run).
-_ECHOED_SOURCE = re.compile(("^" + PREFIX + r"\s{2,}(?:raise|assert)\b").encode())
+@functools.cache
+def _echoed_source() -> re.Pattern[bytes]:
+    return re.compile(("^" + PREFIX + r"\s{2,}(?:raise|assert)\b").encode())  # compiled when first needed
+
+
 SETTLE_S = 0.1
 SETTLE_LINES = 200
 ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a generic failure
@@ -197,7 +203,7 @@ class Watch:
             self.phase = hit.signature.phase_name(hit.match)
         elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
             self._take_ready(hit)
-        elif kind is Kind.FAILURE and _ECHOED_SOURCE.match(hit.line):
+        elif kind is Kind.FAILURE and _echoed_source().match(hit.line):
             self._weak = hit  # the raise it echoes names the error, if the excerpt stops before it
         elif kind is Kind.FAILURE and hit.signature.weak:
             self._weak = hit
