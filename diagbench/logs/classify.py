@@ -1,19 +1,26 @@
-"""Offline classification of a finished log: the same scanner and watch as `run`."""
+"""Offline classification of a finished log, or of a stream until its decision: the same
+scanner and watch as `run`."""
 
 from __future__ import annotations
 
+import io
 import os
+import select
+import stat
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from diagbench.errors import UserError
-from diagbench.logs.lines import BLOCK, Buffer, count_endings, read_blocks, split_lines
+from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import ReadyRule, Watch
 from diagbench.vocab import Outcome
+
+CHUNK = 1 << 20  # a stream's reads
 
 
 @dataclass(frozen=True)
@@ -46,25 +53,94 @@ class Classification:
 def classify_file(
     path: Path, signatures: Sequence[Signature], engine: str = "auto", server: str | None = None
 ) -> Classification:
-    """Classify a finished log; `server`: the server that wrote it, if known (else detected)."""
-    scanner = Scanner(signatures, engine)
-    watch = Watch(ReadyRule(log=True), deadline=None, server=server)
-    line_no = size = 0
-    try:
-        handle = path.open("rb", buffering=0)  # whole blocks are read into one reused buffer
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the log ({exc.strerror})") from None
-    with handle:
-        for buf, end in read_blocks(handle, _block_size(handle)):
-            line_no = _feed(watch, scanner, buf, end, line_no, size < MARKER_BYTES)
+    """Classify a finished log file (a regular file: see `open_log`); `server`: the server
+    that wrote it, if known (else detected from its lines)."""
+    with open_log(path) as handle:
+        scanner, watch = _start(signatures, engine, server)
+        line_no = size = 0
+        for buf, end in read_blocks(handle, _block_size(handle)):  # whole blocks, one reused buffer
+            line_no = _feed(watch, scanner, buf, end, line_no, size < MARKER_BYTES, 0.0)
             size += end
             if watch.decision is not None:
                 break
         else:
             watch.end_of_log(0.0)
+        return _finish(watch, line_no, size)
+
+
+def classify_stream(
+    fd: int,
+    signatures: Sequence[Signature],
+    engine: str = "auto",
+    copy: BinaryIO | None = None,
+    server: str | None = None,
+) -> Classification:
+    """Classify a stream (standard input) as it is written, until the decision or its end.
+    As in `run`, a failure line's settle window closes on the clock, so a server that prints
+    its error and hangs is decided without waiting for an end. What is read is copied to `copy`."""
+    scanner, watch = _start(signatures, engine, server)
+    splitter = LineSplitter()
+    line_no = size = 0
+    while watch.decision is None:
+        wake = watch.wakeup()
+        readable, _, _ = select.select([fd], [], [], None if wake is None else max(0.0, wake - time.monotonic()))
+        if not readable:
+            watch.tick(time.monotonic())
+            continue
+        data = os.read(fd, CHUNK)
+        if not data:
+            break
+        if copy is not None:
+            copy.write(data)
+        buf = splitter.feed(data)
+        line_no = _feed(watch, scanner, buf, len(buf), line_no, size < MARKER_BYTES, time.monotonic())
+        size += len(data)
+    if watch.decision is None:
+        buf = splitter.flush()
+        line_no = _feed(watch, scanner, buf, len(buf), line_no, size < MARKER_BYTES, time.monotonic())
+        watch.end_of_log(time.monotonic())
+    return _finish(watch, line_no, size)
+
+
+def open_log(path: Path) -> io.BufferedReader:
+    """A log opened for reading, refused unless it is a regular file: a FIFO, a device or a
+    socket could block or never end (`diagbench classify -` reads a stream)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer must not block the open
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the log ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UserError(
+            f"{path}: {_kind(mode)}, not a log file (to classify a stream, pipe it in: ... | diagbench classify -)"
+        )
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _kind(mode: int) -> str:
+    for test, word in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _start(signatures: Sequence[Signature], engine: str, server: str | None) -> tuple[Scanner, Watch]:
+    return Scanner(signatures, engine), Watch(ReadyRule(log=True), deadline=None, server=server)
+
+
+def _finish(watch: Watch, line_no: int, size: int) -> Classification:
     d = watch.decision
+    server = watch.detector.server
     if d is None:
-        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size, watch.detector.server)
+        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size, server)
     outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
     return Classification(
         outcome,
@@ -76,11 +152,11 @@ def classify_file(
         watch.phase,
         line_no,
         size,
-        watch.detector.server,
+        server,
     )
 
 
-def _block_size(handle: BinaryIO) -> int:
+def _block_size(handle: io.BufferedReader) -> int:
     """A small log gets a small buffer (a fresh 8 MB one costs more than reading it)."""
     try:
         return max(1 << 16, min(BLOCK, os.fstat(handle.fileno()).st_size + 1))
@@ -88,27 +164,31 @@ def _block_size(handle: BinaryIO) -> int:
         return BLOCK
 
 
-def _feed(watch: Watch, scanner: Scanner, buf: Buffer, end: int, line_no: int, markers: bool) -> int:
+def _feed(watch: Watch, scanner: Scanner, buf: Buffer, end: int, line_no: int, markers: bool, now: float) -> int:
     """Scan buf[:end] (whole lines) into the watch; returns the new last line number."""
+    if not end:
+        return line_no
     scanned = scanner.scan_block(buf, line_no + 1, end, markers)
-    watch.feed(scanned.hits, line_no + scanned.lines, 0.0)
+    watch.feed(scanned.hits, line_no + scanned.lines, now)
     return line_no + scanned.lines
 
 
-def context(path: Path, line_no: int, around: int = 3) -> list[tuple[int, str]]:
+def context(source: Path | RawFile, line_no: int, around: int = 3) -> list[tuple[int, str]]:
     """The lines around `line_no` (1-based, counted as the scanner counts them), for people."""
+    if isinstance(source, Path):
+        with open_log(source) as handle:
+            return context(handle, line_no, around)
     out: list[tuple[int, str]] = []
     seen = 0
-    with path.open("rb", buffering=0) as handle:
-        for buf, end in read_blocks(handle):
-            count = count_endings(buf, 0, end)
-            if seen + count + 1 >= line_no - around:  # the wanted lines start in this block
-                for raw in split_lines(bytes(buf[:end])):
-                    seen += 1
-                    if line_no - around <= seen <= line_no + around:
-                        out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
-            else:
-                seen += count
-            if seen >= line_no + around:
-                break
+    for buf, end in read_blocks(source):
+        count = count_endings(buf, 0, end)
+        if seen + count + 1 >= line_no - around:  # the wanted lines start in this block
+            for raw in split_lines(bytes(buf[:end])):
+                seen += 1
+                if line_no - around <= seen <= line_no + around:
+                    out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
+        else:
+            seen += count
+        if seen >= line_no + around:
+            break
     return out
