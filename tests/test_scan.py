@@ -221,7 +221,8 @@ def test_colour_codes_and_tags_do_not_hide_a_line():
         (3, "generic.killed"),
         (4, "tgi.router_connected"),
     ]
-    assert Scanner(SIGS, engine="re").scan(text, 1)[-1].text.endswith("329: Connected")
+    ready = Scanner(SIGS, engine="re").scan(text, 1)[-1]
+    assert ready.text.endswith("#033[2m329:#033[0m Connected")  # matched as read, shown as written
 
 
 def test_launcher_container_and_paste_prefixes_do_not_hide_a_line():

@@ -29,7 +29,17 @@ from diagbench.logs.engines import (
     hyperscan,
     required_literals,
 )
-from diagbench.logs.lines import CR_FOLLOWED, JUNK_START, Buffer, clean, count_endings, has_junk, line_bounds, lone_crs
+from diagbench.logs.lines import (
+    CR_FOLLOWED,
+    JUNK_START,
+    Buffer,
+    clean,
+    count_endings,
+    has_junk,
+    line_bounds,
+    lone_crs,
+    split_lines,
+)
 from diagbench.logs.signatures import Kind, Signature, expand
 
 __all__ = ["Hit", "Scanned", "Scanner", "hyperscan", "required_literals"]
@@ -131,10 +141,22 @@ class Scanner:
         holds a ready or failure candidate (a traceback's paths name its server)."""
         end = len(buf) if end is None else end
         candidates, junk, followed = self._first_pass(buf, end)
-        if junk:
-            buf = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
-            end = len(buf)
-            candidates, _, followed = self._first_pass(buf, end)
+        if not junk:
+            return self._scan(buf, end, first_line_no, markers, candidates, followed)
+        cleaned = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
+        candidates, _, followed = self._first_pass(cleaned, len(cleaned))
+        scanned = self._scan(cleaned, len(cleaned), first_line_no, markers, candidates, followed)
+        return _as_written(scanned, buf, end, first_line_no)  # and show its lines as written
+
+    def _scan(
+        self,
+        buf: Buffer,
+        end: int,
+        first_line_no: int,
+        markers: bool,
+        candidates: list[tuple[int, int]],
+        followed: list[int] | None,
+    ) -> Scanned:
         crs = lone_crs(buf, end, followed) if followed is not None else None
         if markers or candidates:
             candidates += _run(self._markers, buf, end)
@@ -212,3 +234,13 @@ def _run(engines: list[Engine], buf: Buffer, end: int) -> list[tuple[int, int]]:
     for engine in engines:
         found += engine(buf, end)
     return found
+
+
+def _as_written(scanned: Scanned, buf: Buffer, end: int, first_line_no: int) -> Scanned:
+    """Hits found in a cleaned buffer, each with its line as the log has it (cleaning keeps
+    every line end, so the n-th line is the n-th line of both)."""
+    if not scanned.hits:
+        return scanned
+    lines = split_lines(bytes(buf[:end]))
+    hits = [Hit(h.signature, h.line_no, lines[h.line_no - first_line_no], h.match) for h in scanned.hits]
+    return Scanned(hits, scanned.lines)
