@@ -9,7 +9,9 @@ line ends; the line model (what ends a line, what junk is ignored) is in lines.p
 Phase lines are frequent (progress bars, autotune chatter) and only the last one before
 each ready or failure line, and the last one in the buffer, can matter; so they have
 their own engine, run backwards over the buffer a block at a time until it finds one.
-Marker lines (which server wrote the log) are reported once per buffer each.
+Marker lines (which server wrote the log) are reported once per buffer each, and looked
+for only where the caller asks (a log's first MB) and in buffers with a ready or failure
+candidate.
 """
 
 from __future__ import annotations
