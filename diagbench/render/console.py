@@ -14,7 +14,7 @@ def stdout_console() -> Console:
     from rich.console import Console
 
     console = Console(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
+    if not console.is_terminal and not os.environ.get("COLUMNS"):  # unset or empty
         return Console(highlight=False, width=160)
     return console
 
