@@ -254,3 +254,17 @@ def test_a_marker_is_reported_once_per_buffer():
     )
     markers = [h.signature.id for h in scanner.scan_block(text, 1).hits if h.signature.kind is Kind.MARKER]
     assert sorted(markers) == ["vllm.marker_logger", "vllm.marker_process", "vllm.marker_routes"]
+
+
+def test_parsed_packs_are_cached_until_their_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pack = tmp_path / "mine.yaml"
+    pack.write_text("pack: mine\nsignatures:\n  - {id: mine.boom, kind: failure, class: oom, pattern: 'boom'}\n")
+    first = load_packs([str(pack)], tmp_path)
+    assert [s.id for s in first] == ["mine.boom"] and list((tmp_path / "cache" / "diagbench").glob("packs-*.json"))
+    assert load_packs([str(pack)], tmp_path) == first  # read back from the cache
+    pack.write_text("pack: mine\nsignatures:\n  - {id: mine.bang, kind: failure, class: nccl, pattern: 'bang'}\n")
+    assert [(s.id, s.failure_class) for s in load_packs([str(pack)], tmp_path)] == [("mine.bang", "nccl")]
+    for entry in (tmp_path / "cache" / "diagbench").glob("packs-*.json"):
+        entry.write_bytes(b"not what was written")  # a damaged entry is parsed again, never trusted
+    assert [s.id for s in load_packs([str(pack)], tmp_path)] == ["mine.bang"]

@@ -16,7 +16,7 @@ a command that only classifies a log does not import or run the YAML parser.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,7 +105,12 @@ class Signature:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Signature:
-        return cls(**{**data, "kind": Kind(data["kind"]), "requires": tuple(data["requires"])})
+        """Back from the pack cache: enums and tuples as the fields' defaults have them."""
+        values = {**data, "kind": Kind(data["kind"])}
+        for f in fields(cls):
+            if f.name in values and isinstance(f.default, Enum | tuple):
+                values[f.name] = type(f.default)(values[f.name])
+        return cls(**values)
 
 
 def expand(pattern: str) -> str:
