@@ -11,19 +11,24 @@ from typing import Annotated, TypeVar
 import typer
 
 from diagbench import __version__
+from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup
 from diagbench.errors import UserError
-from diagbench.render.console import stderr_console, stdout_console
+from diagbench.render.console import lazy_console
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 app = typer.Typer(
-    add_completion=False,
+    cls=ReadableGroup,
+    context_settings=HELP_OPTIONS,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     rich_markup_mode=None,
     help="Find which factor breaks an inference server's launch.",
 )
-out = stdout_console()
-err = stderr_console()
+
+
+out = lazy_console("stdout")
+err = lazy_console("stderr")
 T = TypeVar("T")
 
 
@@ -32,6 +37,7 @@ class Format(str, Enum):
     md = "md"
     json = "json"
     junit = "junit"
+    html = "html"
 
 
 def guarded(action: Callable[[], T]) -> T:
@@ -68,7 +74,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True)] = False) -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print diagbench's version and exit")
+    ] = False,
+) -> None:
     """diagbench: a matrix of launches, live log classification, pre-registered hypotheses."""
 
 
