@@ -21,14 +21,11 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
-
-from conftest import fake_command, write_spec  # noqa: E402
-from diagbench.execute.events import QuietEvents  # noqa: E402
-from diagbench.execute.pipeline import RunOptions, execute  # noqa: E402
-from diagbench.spec.load import load_spec  # noqa: E402
-from scanbench import bench_scan, bench_startup  # noqa: E402
+from common import fake_command, write_spec
+from diagbench.execute.events import QuietEvents
+from diagbench.execute.pipeline import RunOptions, execute
+from diagbench.spec.load import load_spec
+from scanbench import bench_scan, bench_startup
 
 
 def pct(values: list[float], p: float) -> float:

@@ -24,14 +24,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from diagbench.execute.cancel import Cancel  # noqa: E402
-from diagbench.execute.events import QuietEvents  # noqa: E402
-from diagbench.isolate.problem import Problem, ServerRules, from_commands  # noqa: E402
-from diagbench.isolate.record import Status, Step  # noqa: E402
-from diagbench.isolate.run import (  # noqa: E402
+from common import RULESERVER
+from diagbench.execute.cancel import Cancel
+from diagbench.execute.events import QuietEvents
+from diagbench.isolate.problem import Problem, ServerRules, from_commands
+from diagbench.isolate.record import Status, Step
+from diagbench.isolate.run import (
     IsolateOptions,
     Prober,
     check_baselines,
@@ -39,9 +37,9 @@ from diagbench.isolate.run import (  # noqa: E402
     isolation_slots,
     open_isolation,
 )
-from diagbench.isolate.search import Result  # noqa: E402
+from diagbench.isolate.search import Result
 
-SERVER = ROOT / "tests" / "ruleserver.py"
+SERVER = RULESERVER
 RULES = ServerRules(signatures=("pytorch", "sglang"), timeout=30.0, grace=2.0)
 
 

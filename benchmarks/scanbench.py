@@ -26,11 +26,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-
-from diagbench.logs.signatures import Signature, builtin_packs, load_packs  # noqa: E402
-from genlog import generate  # noqa: E402
+from common import ROOT
+from diagbench.logs.signatures import Signature, builtin_packs, load_packs
+from genlog import generate
 
 DIAGBENCH = [sys.executable, "-m", "diagbench"]
 # the diagbench installed beside this python (run from elsewhere, not this checkout), with its

@@ -12,20 +12,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from conftest import write_spec  # noqa: E402
-from diagbench.execute.events import QuietEvents  # noqa: E402
-from diagbench.execute.pipeline import RunOptions, RunResult, execute  # noqa: E402
-from diagbench.spec.gpus import parse_gpu_request  # noqa: E402
-from diagbench.spec.load import Spec, load_spec  # noqa: E402
+from common import ROOT, write_spec
+from diagbench.execute.events import QuietEvents
+from diagbench.execute.pipeline import RunOptions, RunResult, execute
+from diagbench.spec.gpus import parse_gpu_request
+from diagbench.spec.load import Spec, load_spec
 
 READY = "The server is fired up and ready to roll!"
 FOUR = parse_gpu_request("0,1,2,3")

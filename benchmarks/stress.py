@@ -31,12 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from conftest import FAKE  # noqa: E402
-from diagbench.launch.process import sweep_tagged  # noqa: E402
-from diagbench.launch.tags import CACHES_PREFIX  # noqa: E402
+from common import FAKE
+from diagbench.launch.process import sweep_tagged
+from diagbench.launch.tags import CACHES_PREFIX
 
 READY = "The server is fired up and ready to roll!"
 # mode -> (fake-server actions after binding its port, the record it must get)

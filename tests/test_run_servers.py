@@ -410,3 +410,16 @@ def test_ready_over_http_at_a_full_url(runs):
         }
     )
     assert (r.outcome, r.signature) == ("ready", "http")
+
+
+def test_an_http_readiness_timeout_says_what_the_server_answered(runs):
+    r = runs.one(
+        {
+            "command": fake_command("http=/elsewhere", "hang"),
+            "env": {"PORT": "{port}"},
+            "ready": {"http": "/health"},
+            "timeout": "2s",
+        }
+    )
+    assert r.outcome == "timeout"
+    assert r.reason.endswith("; GET /health last got HTTP 404"), r.reason

@@ -213,6 +213,8 @@ def _supervise(
     try:
         readiness.start()
         decision = _watch(proc, reader, reader.watch, readiness, cancel_fd, planned, on_phase)
+        if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
+            decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
         reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
     finally:
         teardown = stop_tree(proc, server.grace, hurry)

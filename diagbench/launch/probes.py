@@ -155,6 +155,10 @@ class Readiness:
         if self.health:
             self.health.start()
 
+    def health_said(self) -> str:
+        """What the health probe last got instead of a 200 (`HTTP 503`, `ConnectError`), or ""."""
+        return self.health.last_error if self.health else ""
+
     def send_request(self) -> None:
         """Send the ready request (once; later calls do nothing)."""
         if self.request and not self._request_started:
