@@ -12,6 +12,7 @@ import yaml
 from diagbench.execute.pipeline import RunOptions, RunResult, execute
 from diagbench.launch.process import sweep_tagged
 from diagbench.records.record import AttemptRecord
+from diagbench.spec.executor import ExecutorSpec
 from diagbench.spec.load import load_spec
 
 FAKE = Path(__file__).parent / "fakeserver.py"
@@ -21,12 +22,30 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import os
 
-    if os.environ.get("DIAGBENCH_GPU_TESTS") == "1":
-        return
-    skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if os.environ.get("DIAGBENCH_GPU_TESTS") != "1":
+        skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+    # Slurm tests run wherever a Slurm answers; where it is required (.ci/slurm.sh sets
+    # DIAGBENCH_SLURM_TESTS=1) they run and fail if it does not, never skip
+    if os.environ.get("DIAGBENCH_SLURM_TESTS") != "1" and not slurm_is_up():
+        skip = pytest.mark.skip(reason="no Slurm here: .ci/slurm.sh up starts one (root, Debian)")
+        for item in items:
+            if "slurm" in item.keywords:
+                item.add_marker(skip)
+
+
+def slurm_is_up() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("squeue") is None:
+        return False
+    try:
+        return subprocess.run(["squeue", "-h", "--me"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def fake_command(*actions: str) -> list[str]:
@@ -78,8 +97,9 @@ class Runs:
             kw.pop("run_id", None),
             tuple(kw.pop("only", ())),
             kw.pop("repeat", 1),
-            kw.pop("parallel", 1),
+            kw.pop("parallel", None),
             kw.pop("resume", None),
+            kw.pop("executor", ExecutorSpec()),
         )
         result = execute(spec, options, self)
         self.last = result

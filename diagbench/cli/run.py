@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, sigterm_as_interrupt, write_report
+from diagbench.cli.app import Executor, app, err, guarded, out, sigterm_as_interrupt, write_report
 from diagbench.vocab import ExitCode
 
 
@@ -20,10 +20,16 @@ def run(
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus the spec's name")] = None,
     only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
     repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
-    parallel: Annotated[int, typer.Option(min=1, help="cells launched at once")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="cells launched at once (default 1; on Slurm, every cell queued)")
+    ] = None,
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
     resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
+    executor: Annotated[Executor | None, typer.Option(help="where attempts run (default: the spec's; local)")] = None,
+    slurm_partition: Annotated[str | None, typer.Option(help="sbatch --partition for every attempt")] = None,
+    slurm_arg: Annotated[list[str] | None, typer.Option(help="one more sbatch option (--slurm-arg=--qos=high)")] = None,
+    slurm_time: Annotated[str | None, typer.Option(help="walltime per job (default: timeout + grace + 2m)")] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.pipeline import RunOptions, execute
@@ -31,12 +37,15 @@ def run(
     from diagbench.records.store import load_run
     from diagbench.render.live import Progress
     from diagbench.render.report import render_junit, render_markdown, render_table
+    from diagbench.spec.executor import command_line_executor
     from diagbench.spec.load import load_spec
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
     progress = Progress(out)
-    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume)
+    kind = executor.value if executor else None
+    where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
+    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, where)
     try:
         result = guarded(lambda: execute(loaded_spec, options, progress))
     finally:

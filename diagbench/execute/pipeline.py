@@ -9,8 +9,8 @@ from pathlib import Path
 
 from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel
+from diagbench.execute.choice import place
 from diagbench.execute.events import RunEvents
-from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import plain_slots
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
@@ -22,6 +22,7 @@ from diagbench.records.store import (
     new_run_id,
     open_run,
 )
+from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
@@ -51,8 +52,9 @@ class RunOptions:
     run_id: str | None = None
     only: tuple[str, ...] = ()
     repeat: int = 1
-    parallel: int = 1
+    parallel: int | None = None  # None: 1 here, every attempt at once on Slurm (its queue decides)
     resume: Path | None = None  # an interrupted run directory to finish
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # the command line's; over the spec's
 
 
 def execute(
@@ -61,7 +63,9 @@ def execute(
     events: RunEvents,
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
-    if options.parallel > 1 and spec.server.port is not None:
+    placement = place(spec, options.executor, options.runs_dir, options.resume)  # Slurm: checked here
+    local = placement.kind is ExecutorKind.LOCAL
+    if local and (options.parallel or 1) > 1 and spec.server.port is not None:
         raise UserError(
             f"--parallel {options.parallel} needs server.port: auto (cells cannot share port {spec.server.port})"
         )
@@ -71,14 +75,16 @@ def execute(
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
         settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
+        settings["executor"] = placement.to_json()
         run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings))
     events.on_open(run_dir, planned)
     finished = {r.attempt for r in done}
     cancel = Cancel()
-    executor = LocalExecutor(spec.server, run_dir, run_dir.path.name)
+    todo = [p for p in planned if p.name not in finished]
+    executor = placement.executor(spec, run_dir, run_dir.path.name, None, done)
+    slots = plain_slots(options.parallel or (1 if local else len(todo)))
     try:
-        todo = [p for p in planned if p.name not in finished]
-        scheduled = run_attempts(todo, executor, plain_slots(options.parallel), run_dir, events, cancel, done=done)
+        scheduled = run_attempts(todo, executor, slots, run_dir, events, cancel, done=done)
     finally:
         cancel.close()
     order = {p.name: i for i, p in enumerate(planned)}

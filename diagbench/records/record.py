@@ -55,6 +55,7 @@ class AttemptRecord:
     teardown_s: float | None = None
     sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
+    executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

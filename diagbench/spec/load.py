@@ -12,6 +12,7 @@ from typing import Any
 from diagbench.errors import SpecError
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
+from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
 from diagbench.spec.yamlsrc import Src, load_document, suggest
@@ -19,7 +20,7 @@ from diagbench.spec.yamlsrc import Src, load_document, suggest
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
-_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses")
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "executor")
 _SERVER_KEYS = (
     "command",
     "shell",
@@ -67,6 +68,7 @@ class Spec:
     cells: tuple[Cell, ...]
     expectations: tuple[Expectation, ...] = ()
     hypotheses: tuple[Hypothesis, ...] = field(default=())
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # where attempts run (the command line can override)
 
     def to_json(self) -> dict[str, Any]:
         """The spec as loaded, for the manifest (labels as written)."""
@@ -97,6 +99,7 @@ class Spec:
                 for a in self.axes
             },
             "expect": [e.to_json() for e in self.expectations],
+            "executor": self.executor.to_json(),
         }
 
 
@@ -120,6 +123,7 @@ def load_spec(path: Path) -> Spec:
         cells=cells,
         expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
         hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
+        executor=parse_executor(keys["executor"]) if "executor" in keys else ExecutorSpec(),
     )
 
 

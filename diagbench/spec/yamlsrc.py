@@ -130,11 +130,10 @@ class Src:
 
     def duration(self) -> float:
         """`90s`, `8m`, `1h`, `500ms`, or a number of seconds."""
-        value = self.text("a duration like 90s, 8m or 1h")
-        found = _DURATION.match(value)
-        if not found or float(found.group(1)) <= 0:
+        seconds = parse_duration(self.text("a duration like 90s, 8m or 1h"))
+        if seconds is None:
             raise self.expected("a positive duration like 90s, 8m or 1h")
-        return float(found.group(1)) * _UNITS[found.group(2)]
+        return seconds
 
     def regex(self) -> str:
         value = self.string("a regular expression")
@@ -143,6 +142,14 @@ class Src:
         except re.error as exc:
             raise self.error(f"invalid regular expression {value!r}: {exc}") from None
         return value
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in `90s`, `8m`, `1h`, `500ms` or a plain number; None if it is none of those."""
+    found = _DURATION.match(text)
+    if not found or float(found.group(1)) <= 0:
+        return None
+    return float(found.group(1)) * _UNITS[found.group(2)]
 
 
 def suggest(word: str, choices: Iterable[str]) -> str:

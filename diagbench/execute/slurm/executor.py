@@ -1,0 +1,120 @@
+"""The Slurm executor: each attempt is one batch job; a worker on the node runs it with the
+same code as a local run and writes its record into the shared run directory."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from diagbench.execute.cancel import Cancel
+from diagbench.execute.events import RunEvents
+from diagbench.execute.scheduler import Gate, not_run
+from diagbench.execute.slots import Slot
+from diagbench.execute.slurm import commands
+from diagbench.execute.slurm.board import JobBoard
+from diagbench.execute.slurm.commands import SlurmRejected
+from diagbench.execute.slurm.follow import Follow, gate_over
+from diagbench.execute.slurm.jobs import (
+    JOB_FILE,
+    OUTPUT_FILE,
+    PROGRESS_FILE,
+    SCRIPT_FILE,
+    JobFile,
+    SlurmSettings,
+    job_name,
+    job_script,
+)
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir
+from diagbench.spec.load import Spec
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
+
+
+class SlurmExecutor:
+    """Submits each attempt as a Slurm job and follows it to its record."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        settings: SlurmSettings,
+        run_dir: RunDir,
+        tag_prefix: str,
+        gate: Gate | None = None,
+        done: Sequence[AttemptRecord] = (),
+    ):
+        self.spec, self.settings, self.run_dir, self.tag_prefix = spec, settings, run_dir, tag_prefix
+        self.board = JobBoard()
+        self._lock = threading.Lock()
+        self._finished = list(done)
+        self.still_matters = gate_over(gate, self.finished)
+        self.adoptable = _running_jobs_of(run_dir.path)
+
+    def finished(self) -> list[AttemptRecord]:
+        with self._lock:
+            return list(self._finished)
+
+    def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
+        folder = self.run_dir.attempt_dir(item.name)
+        job_id = self.adoptable.pop(item.name, None)
+        if job_id is None:
+            try:
+                job_id = self._submit(item, folder)
+            except SlurmRejected as exc:
+                events.on_start(item, slot)
+                return not_run(item, Outcome.LAUNCH_ERROR, f"sbatch refused the job: {exc}")
+        events.on_start(item, slot)
+        self.board.track(job_id)
+        try:
+            grace = self.spec.server.grace
+            record = Follow(item, job_id, folder, self.board, grace, cancel, events, self.still_matters).until_record()
+        finally:
+            self.board.forget(job_id)
+        with self._lock:
+            self._finished.append(record)
+        return record
+
+    def _submit(self, item: PlannedAttempt, folder: Path) -> str:
+        """Write the job's files, sbatch it, and note the job id beside them."""
+        for stale in ("result.json", PROGRESS_FILE, OUTPUT_FILE):  # of an earlier, interrupted try
+            with contextlib.suppress(FileNotFoundError):
+                (folder / stale).unlink()
+        job = JobFile(
+            attempt=item.name,
+            cell_id=item.cell.id,
+            repeat=item.repeat,
+            params=dict(item.cell.params),
+            spec_path=str(self.spec.path.resolve()),
+            spec_sha256=self.spec.sha256,
+            tag=f"{self.tag_prefix}/{item.name}",
+            submitted_at=time.time(),
+        )
+        job.write(folder)
+        script = folder / SCRIPT_FILE
+        script.write_text(job_script(self.settings, self.run_dir.path.resolve(), item.name), encoding="utf-8")
+        options = [
+            f"--job-name={job_name(item.name)}",
+            f"--output={folder.resolve() / OUTPUT_FILE}",
+            f"--chdir={self.run_dir.path.resolve()}",
+            *self.settings.sbatch_options(),
+        ]
+        job_id = commands.submit(options, script)
+        dataclasses.replace(job, job_id=job_id).write(folder)
+        return job_id
+
+
+def _running_jobs_of(run_dir: Path) -> dict[str, str]:
+    """Jobs a previous controller of this run left queued or running (kill -9, a lost
+    login session): attempt name -> job id, to be adopted instead of submitted again."""
+    jobs = commands.my_jobs() or []
+    found = {}
+    where = str(run_dir.resolve())
+    for state in jobs:
+        attempt = state.name.removeprefix(job_name(""))
+        if state.workdir == where and state.name != attempt and (run_dir / "cells" / attempt / JOB_FILE).is_file():
+            found[attempt] = state.job_id
+    return found
