@@ -1,6 +1,6 @@
 """A simulated SGLang server for the demo: no GPU, no model, real processes and real I/O.
 
-It prints SGLang's startup wording (shared/reference/server-signatures.md) and reacts
+It prints SGLang's startup wording (as SGLang's source writes it) and reacts
 to the seed's factors the way the seed's stack did, with timings scaled to seconds:
 
   SGLANG_SM120_MMA_FLASHMLA=1|0   the custom MMA kernel or the stock one (no effect on capture)
@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--torch-compile-max-bs", type=int, default=32)
     parser.add_argument("--speed", type=float, default=1.0, help="divide every delay by this")
     args = parser.parse_args(argv)
-    pause = lambda s: time.sleep(s / args.speed)  # noqa: E731 - one-line helper
+
+    def pause(seconds: float) -> None:
+        time.sleep(seconds / args.speed)
 
     log(BANNER)
     kernel = "MMA" if os.environ.get("SGLANG_SM120_MMA_FLASHMLA", "0") == "1" else "stock"

@@ -1,4 +1,4 @@
-"""The verdict rule of design.md 3.2 and expectations, on records made by hand."""
+"""The verdict rule and expectations, on records made by hand."""
 
 from __future__ import annotations
 

@@ -19,7 +19,6 @@ import yaml
 from conftest import Runs
 from diagbench.launch.process import sweep_tagged
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
-from diagbench.vocab import Outcome
 
 pytestmark = pytest.mark.slurm
 
@@ -133,7 +132,10 @@ def test_demo_matrix_through_slurm_gives_the_local_outcomes_and_verdicts(runs: R
     assert [r.attempt for r in slurm.records] == [r.attempt for r in local.records]
     assert [r.label for r in slurm.records] == [r.label for r in local.records]
     assert [(v.id, v.verdict) for v in slurm.verdicts] == [(v.id, v.verdict) for v in local.verdicts]
-    assert [v.id for v in slurm.verdicts if v.verdict.value == "refuted"] == ["kernel-is-blocker", "inductor-graphs-collide"]
+    assert [v.id for v in slurm.verdicts if v.verdict.value == "refuted"] == [
+        "kernel-is-blocker",
+        "inductor-graphs-collide",
+    ]
     for record in slurm.records:
         on_disk = result_of(slurm.run_dir.path, record.attempt)
         assert on_disk["executor"]["kind"] == "slurm" and on_disk["executor"]["job_id"].isdigit()
@@ -148,7 +150,9 @@ def test_demo_matrix_through_slurm_gives_the_local_outcomes_and_verdicts(runs: R
 def test_two_jobs_at_once_get_disjoint_gpus(tmp_path: Path, server: list[str]) -> None:
     spec = spec_file(tmp_path, server, ["meet-a", "meet-b"])
     runs_dir = tmp_path / "runs"
-    code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-arg=--gres=gpu:2"))
+    code, out, err = finish(
+        diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-arg=--gres=gpu:2")
+    )
     assert code == 0, out + err
     run_dir = only_run(runs_dir)
     gpus = []
@@ -178,7 +182,10 @@ def test_ctrl_c_cancels_every_job_and_records_them_cancelled(tmp_path: Path, ser
         assert record["outcome"] == "cancelled", record
         assert record["reason"].startswith("interrupted"), record
         assert record["killed"], "the worker tore its server down itself"
-    wait_for("the jobs to leave the queue", lambda: all(s not in ("RUNNING", "PENDING", "COMPLETING") for s in jobs_in(run_dir).values()))
+    wait_for(
+        "the jobs to leave the queue",
+        lambda: all(s not in ("RUNNING", "PENDING", "COMPLETING") for s in jobs_in(run_dir).values()),
+    )
     no_tagged_left(run_dir)
 
 
@@ -190,6 +197,7 @@ def test_a_job_cancelled_behind_diagbenchs_back_is_recorded_with_slurms_word(tmp
     (progress,) = wait_for("the worker to start", lambda: list(progress_of(run_dir).values()))
     subprocess.run(["scancel", progress["job_id"]], check=True)
     code, out, err = finish(proc)
+    assert code == 0, out + err  # diagbench was not interrupted: one of its jobs was
     (attempt,) = progress_of(run_dir)
     record = result_of(run_dir, attempt)
     assert record["outcome"] == "cancelled", record
@@ -206,6 +214,7 @@ def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(tmp_path: Pat
     spec.write_text(yaml.safe_dump(data))
     runs_dir = tmp_path / "runs"
     code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir)))
+    assert code == 0, out + err
     run_dir = only_run(runs_dir)
     (attempt,) = [p.name for p in run_dir.glob("cells/*")]
     record = result_of(run_dir, attempt)
@@ -217,7 +226,9 @@ def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(tmp_path: Pat
 def test_a_bad_partition_is_exit_2_with_slurms_words_and_no_run(tmp_path: Path, server: list[str]) -> None:
     spec = spec_file(tmp_path, server, ["quick"])
     runs_dir = tmp_path / "runs"
-    code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-partition", "nope"))
+    code, out, err = finish(
+        diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-partition", "nope")
+    )
     assert code == 2, out + err
     assert "Invalid partition name specified" in err, err
     assert "Traceback" not in err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections.abc import Callable
 from enum import Enum
@@ -10,10 +9,10 @@ from pathlib import Path
 from typing import Annotated, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 
 from diagbench import __version__
 from diagbench.errors import UserError
+from diagbench.render.console import stderr_console, stdout_console
 from diagbench.vocab import ExitCode
 
 app = typer.Typer(
@@ -22,10 +21,8 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Find which factor breaks an inference server's launch.",
 )
-out = Console(highlight=False)
-if not out.is_terminal and "COLUMNS" not in os.environ:
-    out = Console(highlight=False, width=160)  # CI logs: wide tables, unbroken lines
-err = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
+out = stdout_console()
+err = stderr_console()
 T = TypeVar("T")
 
 

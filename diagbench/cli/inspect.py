@@ -50,30 +50,22 @@ def report(
 def classify(
     logfile: Annotated[Path, typer.Argument(help="a server log")],
     signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON object (design.md 3.3)")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
     engine: Annotated[str, typer.Option(help="auto, hyperscan or re")] = "auto",
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
     from diagbench.logs.classify import classify_file, context
     from diagbench.logs.signatures import load_packs
+    from diagbench.render.classify import render_classification
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     result = guarded(lambda: classify_file(logfile, sigs, engine))
     if as_json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
         return
-    label = result.outcome + (f":{result.failure_class}" if result.failure_class else "")
-    out.print(f"outcome: {label}", markup=False)
-    if result.secondary_classes:
-        out.print(f"secondary: {', '.join(result.secondary_classes)}", markup=False)
-    out.print(f"phase reached: {result.phase or '-'}", markup=False)
-    if result.line_no:
-        out.print(f"decided by {result.signature} at line {result.line_no}:", markup=False)
-        for number, text in context(logfile, result.line_no):
-            marker = ">" if number == result.line_no else " "
-            out.print(f"{marker} {number:>7} | {text}", markup=False, soft_wrap=True)
-    else:
-        out.print(f"no ready or failure line in {result.lines} lines", markup=False)
+    shown = context(logfile, result.line_no) if result.line_no else []
+    for line in render_classification(result, shown):
+        out.print(line, markup=False, soft_wrap=True)
 
 
 @app.command("signatures")
@@ -81,17 +73,11 @@ def list_signatures(
     signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
 ) -> None:
     """List the loaded signatures: pack, id, kind, class, priority, pattern."""
-    from rich.table import Table
-    from rich.text import Text
-
     from diagbench.logs.signatures import load_packs
+    from diagbench.render.classify import render_signatures
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    table = Table("pack", "id", "kind", "class", "priority", "pattern")
-    for s in sigs:
-        row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
-        table.add_row(*(Text(x) for x in row))  # patterns are full of [brackets]: never markup
-    out.print(table, markup=False)
+    out.print(render_signatures(sigs), markup=False)
 
 
 @app.command()

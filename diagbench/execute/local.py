@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from typing import Any
 
 from diagbench.execute.cancel import Cancel
@@ -39,7 +40,7 @@ class LocalExecutor:
         )
         if gpu_info is not None:
             record = dataclasses.replace(record, gpu={**gpu_info, "after_mib": gpu.memory_used_mib()})
-        return record
+        return dataclasses.replace(record, executor={"kind": "local", "job_id": None, "node": socket.gethostname()})
 
     def _settle_gpu(self, cancel: Cancel) -> dict[str, Any] | None:
         """Wait (bounded) until the GPUs' memory is back to where the run started."""

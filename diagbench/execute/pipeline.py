@@ -14,6 +14,7 @@ from diagbench.execute.events import RunEvents
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import plain_slots
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import (
@@ -76,7 +77,8 @@ def execute(
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
         settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
         settings["executor"] = placement.to_json()
-        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings))
+        facts = host.collect(spec.path.resolve().parent)
+        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
     events.on_open(run_dir, planned)
     finished = {r.attempt for r in done}
     cancel = Cancel()

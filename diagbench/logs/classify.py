@@ -29,7 +29,7 @@ class Classification:
     bytes: int
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly the design.md 3.3 shape."""
+        """Exactly the shape of `diagbench schema classify`."""
         return {
             "outcome": self.outcome,
             "failure_class": self.failure_class,

@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 from diagbench.errors import SpecError
-from diagbench.spec.yamlsrc import Src, load_document, suggest
 from diagbench.vocab import FAILURE_CLASSES
+from diagbench.yamlsrc import Src, load_document, suggest
 
 PREFIX = (
     r"(?:\[rank\d+\]:\s*"

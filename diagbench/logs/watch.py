@@ -1,6 +1,7 @@
 """The watch: a pure state machine from log hits, exits and the clock to one outcome.
 
-It owns the rules of design.md 3.3. `run` feeds it live; `classify` feeds it a file.
+It owns the outcome rules (README: how outcomes are decided). `run` feeds it live;
+`classify` feeds it a file.
 Nothing here reads a pipe or a clock: callers pass `now`.
 
 A failure line opens a short settle window (`settle_s` seconds or `settle_lines`

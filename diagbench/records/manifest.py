@@ -6,7 +6,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from diagbench.records import host
 from diagbench.records.redact import REDACTED, redact, redact_argv
 from diagbench.records.store import MANIFEST_VERSION
 from diagbench.spec.hypotheses import hypotheses_sha256
@@ -15,7 +14,11 @@ from diagbench.spec.plan import PlannedAttempt
 
 
 def build_manifest(
-    spec: Spec, planned: Sequence[PlannedAttempt], run_id: str, options: dict[str, Any]
+    spec: Spec,
+    planned: Sequence[PlannedAttempt],
+    run_id: str,
+    options: dict[str, Any],
+    provenance: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything known before the first launch, hypotheses and their hash included."""
     spec_json = spec.to_json()
@@ -45,7 +48,7 @@ def build_manifest(
             for p in planned
         ],
         "options": options,
-        "provenance": host.collect(spec.path.resolve().parent),
+        "provenance": provenance,
     }
 
 

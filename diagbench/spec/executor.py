@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from diagbench.errors import UserError
-from diagbench.spec.yamlsrc import Src, parse_duration, suggest
+from diagbench.yamlsrc import Src, parse_duration, suggest
 
 
 class ExecutorKind(str, Enum):

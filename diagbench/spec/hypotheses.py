@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagbench.spec.matrix import Axis, Cell, parse_selector
-from diagbench.spec.yamlsrc import Src, suggest
 from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, Outcome, outcome_label
+from diagbench.yamlsrc import Src, suggest
 
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
 

@@ -15,7 +15,7 @@ from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
-from diagbench.spec.yamlsrc import Src, load_document, suggest
+from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0

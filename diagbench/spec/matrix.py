@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Protocol
 
 from diagbench.errors import UserError
-from diagbench.spec.yamlsrc import Src, suggest
+from diagbench.yamlsrc import Src, suggest
 
 UNSET = "unset"
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

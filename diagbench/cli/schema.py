@@ -1,0 +1,20 @@
+"""`diagbench schema NAME`: print a JSON Schema shipped with diagbench."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from diagbench.cli.app import app, guarded
+
+
+@app.command()
+def schema(
+    name: Annotated[str, typer.Argument(help="spec, result, verdicts, manifest, classify or isolation")],
+) -> None:
+    """Print the JSON Schema of a spec or of a record (for editors and validators)."""
+    from diagbench.schemas import schema_text
+
+    sys.stdout.write(guarded(lambda: schema_text(name)))

@@ -1,0 +1,36 @@
+"""`diagbench classify` and `diagbench signatures` for people."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+from diagbench.logs.classify import Classification
+from diagbench.logs.signatures import Signature
+from diagbench.vocab import outcome_label
+
+
+def render_classification(result: Classification, context: Sequence[tuple[int, str]]) -> list[str]:
+    """The outcome, the phase reached, and the deciding line in its context."""
+    lines = [f"outcome: {outcome_label(result.outcome, result.failure_class)}"]
+    if result.secondary_classes:
+        lines.append(f"secondary: {', '.join(result.secondary_classes)}")
+    lines.append(f"phase reached: {result.phase or '-'}")
+    if not result.line_no:
+        lines.append(f"no ready or failure line in {result.lines} lines")
+        return lines
+    lines.append(f"decided by {result.signature} at line {result.line_no}:")
+    for number, text in context:
+        marker = ">" if number == result.line_no else " "
+        lines.append(f"{marker} {number:>7} | {text}")
+    return lines
+
+
+def render_signatures(signatures: Iterable[Signature]) -> Table:
+    table = Table("pack", "id", "kind", "class", "priority", "pattern")
+    for s in signatures:
+        row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
+        table.add_row(*(Text(x) for x in row))  # patterns are full of [brackets]: never markup
+    return table

@@ -1,0 +1,98 @@
+"""The rooms' rules, enforced by reading every module's imports (an AST walk).
+
+- typer only in the CLI; rich only in the rendering layer (render/);
+- subprocess and psutil only where processes are owned (launch/) and the documented
+  exceptions (a cluster's command-line tools in execute/slurm/);
+- data flows one way: a room imports only rooms at or below its own rank, so nothing in
+  the core imports the rendering layer or the CLI.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "diagbench"
+# rank of each room: imports may only go to an equal or lower rank
+RANKS = {
+    "vocab": 0,
+    "errors": 0,
+    "yamlsrc": 0,
+    "schemas": 0,
+    "logs": 1,
+    "spec": 2,
+    "records": 3,
+    "launch": 4,
+    "judge": 4,
+    "execute": 5,
+    "isolate": 6,
+    "render": 7,
+    "cli": 8,
+    "__main__": 9,
+}
+OWN_RULES = ("refserver", "simulator")  # standalone servers launched by diagbench, not part of the pipeline
+ONLY_IN = {
+    "typer": ("cli",),
+    "rich": ("render",),
+    "subprocess": ("launch", "execute/slurm"),
+    "psutil": ("launch",),
+}
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel == "__init__.py" or rel.split("/")[0].removesuffix(".py") in OWN_RULES:
+            continue
+        yield rel, path
+
+
+def room(rel: str) -> str:
+    return rel.split("/")[0].removesuffix(".py")
+
+
+def imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            if node.module == "diagbench":
+                yield from (f"diagbench.{alias.name}" for alias in node.names)
+
+
+MODULES = list(modules())
+
+
+def test_every_room_has_a_rank() -> None:
+    assert {room(rel) for rel, _ in MODULES} <= set(RANKS)
+
+
+@pytest.mark.parametrize(("rel", "path"), MODULES, ids=[rel for rel, _ in MODULES])
+def test_imports_respect_the_rooms(rel: str, path: Path) -> None:
+    here = room(rel)
+    for name in imports(path):
+        top = name.split(".")[0]
+        if top in ONLY_IN:
+            allowed = ONLY_IN[top]
+            assert any(rel.startswith(a + "/") or rel == a + ".py" for a in allowed), (
+                f"{rel} imports {top}, which belongs in {', '.join(allowed)}"
+            )
+        if top == "diagbench" and "." in name:
+            target = name.split(".")[1]
+            if target in OWN_RULES or target == "__version__":
+                continue
+            assert RANKS[target] <= RANKS[here], f"{rel} (room {here}) imports {name}: data flows the other way"
+
+
+def test_the_walk_sees_what_it_polices() -> None:
+    """A check that cannot fail is no check: the walk must find the CLI's typer and render's rich."""
+    found = {rel: set(imports(path)) for rel, path in MODULES}
+    assert "typer" in found["cli/app.py"]
+    assert any(
+        "rich.table" in names or "rich.console" in names for rel, names in found.items() if rel.startswith("render/")
+    )
+    assert "psutil" in found["launch/process.py"]
