@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from conftest import fake_command, write_spec
 from diagbench.errors import SpecError, UserError
 from diagbench.execute.slurm.commands import JobState, parse_queue
+from diagbench.execute.slurm.executor import Turnstile
 from diagbench.execute.slurm.jobs import JobFile, SlurmSettings, job_script, walltime
 from diagbench.launch.process import sweep_tagged
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
@@ -218,3 +220,25 @@ def test_a_worker_that_cannot_read_the_spec_records_a_launch_error(tmp_path: Pat
     assert record["outcome"] == "launch_error"
     assert record["reason"].startswith("the node could not start the attempt: ")
     assert record["reason"].endswith("spec.yaml changed since the run started (its sha256 differs)")
+
+
+def test_jobs_enter_the_queue_in_plan_order_and_a_missing_one_holds_nobody_for_long() -> None:
+    turns = Turnstile(["a", "b", "c", "d"], wait_s=30.0)
+    entered: list[str] = []
+
+    def attempt(name: str) -> None:
+        turns.wait(name)
+        entered.append(name)
+        turns.passed(name)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in ("d", "c", "b", "a")]  # started backwards
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert entered == ["a", "b", "c", "d"]
+
+    skipped = Turnstile(["a", "b", "c"], wait_s=0.2)  # "a" was skipped by the gate: it never comes
+    assert skipped.wait("b") is True  # gave up on "a"
+    skipped.passed("b")
+    assert skipped.wait("c") is False  # "b" passed and "a" was given up on: no second wait

@@ -16,6 +16,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.load import Spec
+from diagbench.spec.plan import PlannedAttempt
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,18 @@ class Placement:
         return data
 
     def executor(
-        self, spec: Spec, run_dir: RunDir, tag_prefix: str, gate: Gate | None, done: Sequence[AttemptRecord]
+        self,
+        spec: Spec,
+        run_dir: RunDir,
+        tag_prefix: str,
+        gate: Gate | None,
+        done: Sequence[AttemptRecord],
+        todo: Sequence[PlannedAttempt],
     ) -> Executor:
         if self.kind is ExecutorKind.SLURM:
             from diagbench.execute.slurm.executor import SlurmExecutor
 
-            return SlurmExecutor(spec, self.slurm, run_dir, tag_prefix, gate, done)
+            return SlurmExecutor(spec, self.slurm, run_dir, tag_prefix, gate, done, todo)
         return LocalExecutor(spec.server, run_dir, tag_prefix)
 
 

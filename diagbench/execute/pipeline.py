@@ -83,7 +83,7 @@ def execute(
     finished = {r.attempt for r in done}
     cancel = Cancel()
     todo = [p for p in planned if p.name not in finished]
-    executor = placement.executor(spec, run_dir, run_dir.path.name, None, done)
+    executor = placement.executor(spec, run_dir, run_dir.path.name, None, done, todo)
     slots = plain_slots(options.parallel or (1 if local else len(todo)))
     try:
         scheduled = run_attempts(todo, executor, slots, run_dir, events, cancel, done=done)

@@ -34,6 +34,8 @@ from diagbench.spec.load import Spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
+TURN_WAIT_S = 1.0
+
 
 class SlurmExecutor:
     """Submits each attempt as a Slurm job and follows it to its record."""
@@ -46,6 +48,7 @@ class SlurmExecutor:
         tag_prefix: str,
         gate: Gate | None = None,
         done: Sequence[AttemptRecord] = (),
+        order: Sequence[PlannedAttempt] = (),
     ):
         self.spec, self.settings, self.run_dir, self.tag_prefix = spec, settings, run_dir, tag_prefix
         self.board = JobBoard()
@@ -53,6 +56,9 @@ class SlurmExecutor:
         self._finished = list(done)
         self.still_matters = gate_over(gate, self.finished)
         self.adoptable = _running_jobs_of(run_dir.path)
+        self.turns = Turnstile([p.name for p in order])
+        for name in self.adoptable:  # already in the queue: nobody waits for them
+            self.turns.passed(name)
 
     def finished(self) -> list[AttemptRecord]:
         with self._lock:
@@ -62,11 +68,14 @@ class SlurmExecutor:
         folder = self.run_dir.attempt_dir(item.name)
         job_id = self.adoptable.pop(item.name, None)
         if job_id is None:
+            self.turns.wait(item.name)  # jobs enter the queue in plan order: Slurm starts the oldest first
             try:
                 job_id = self._submit(item, folder)
             except SlurmRejected as exc:
                 events.on_start(item, slot)
                 return not_run(item, Outcome.LAUNCH_ERROR, f"sbatch refused the job: {exc}")
+            finally:
+                self.turns.passed(item.name)
         events.on_start(item, slot)
         self.board.track(job_id)
         try:
@@ -105,6 +114,38 @@ class SlurmExecutor:
         job_id = commands.submit(options, script)
         dataclasses.replace(job, job_id=job_id).write(folder)
         return job_id
+
+
+class Turnstile:
+    """Lets attempt threads through in plan order; one whose predecessor never comes (the
+    gate skipped it, it was adopted) waits at most `wait_s`, then goes past it."""
+
+    def __init__(self, order: Sequence[str], wait_s: float = TURN_WAIT_S):
+        self.rank = {name: i for i, name in enumerate(order)}
+        self.wait_s = wait_s
+        self.next = 0  # every rank below it has passed (or was given up on)
+        self.passed_ranks: set[int] = set()
+        self.cond = threading.Condition()
+
+    def wait(self, name: str) -> bool:
+        """Until every earlier attempt has passed; True if it gave up waiting on some."""
+        rank = self.rank.get(name)
+        if rank is None:
+            return False
+        with self.cond:
+            if self.cond.wait_for(lambda: self.next >= rank, timeout=self.wait_s):
+                return False
+            self.next = max(self.next, rank)  # the ones before it are not coming
+            return True
+
+    def passed(self, name: str) -> None:
+        rank = self.rank.get(name)
+        with self.cond:
+            if rank is not None:
+                self.passed_ranks.add(rank)
+            while self.next in self.passed_ranks:
+                self.next += 1
+            self.cond.notify_all()
 
 
 def _running_jobs_of(run_dir: Path) -> dict[str, str]:
