@@ -12,6 +12,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from diagbench.spec.plan import PlannedAttempt
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "experiments" / "demo.yaml"
+IMPORT_WORKER = "import diagbench.execute.slurm.worker, time; print(time.time())"
 
 
 class Clock(QuietEvents):
@@ -67,24 +69,22 @@ def overheads(result: RunResult, clock: Clock, slurm: bool) -> tuple[list[float]
     return queued, beyond
 
 
-def bare_sbatch(folder: Path, n: int) -> list[float]:
-    """sbatch --wrap 'date' -> the job's first instruction, the floor under any Slurm executor."""
+def bare_jobs(folder: Path, n: int, command: str) -> list[float]:
+    """n jobs submitted at once (as diagbench does) that print the epoch when `command` has
+    run: sbatch -> that moment, for each."""
     lags = []
+    submitted = []
     for i in range(n):
-        out = folder / f"bare-{i}.out"
+        out = folder / f"bare-{time.monotonic_ns()}-{i}.out"
         t0 = time.time()
-        job = subprocess.run(
-            ["sbatch", "--parsable", f"--output={out}", "--wrap", "date +%s.%N"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        while subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout.strip():
-            time.sleep(0.1)
-        deadline = time.monotonic() + 10
+        argv = ["sbatch", "--parsable", f"--output={out}", "--wrap", command]
+        subprocess.run(argv, capture_output=True, text=True, check=True)
+        submitted.append((t0, out))
+    for t0, out in submitted:
+        deadline = time.monotonic() + 60
         while (not out.exists() or not out.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        lags.append(float(out.read_text().strip()) - t0)
+        lags.append(float(out.read_text().split()[-1]) - t0)
     return lags
 
 
@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
                 q, b = overheads(result, clock, executor.kind is ExecutorKind.SLURM)
                 queued += q
                 beyond[name] += b
-        bare = bare_sbatch(Path(tmp), 5)
+        bare = bare_jobs(Path(tmp), 6, "date +%s.%N")
+        imports = bare_jobs(Path(tmp), 6, f"{sys.executable} -c '{IMPORT_WORKER}'")
         probes = probe_times(Path(tmp), 5)
     print(f"\n== the demo matrix (6 cells), wall time of `diagbench run`, {args.repeat} run(s) each")
     for name, values in walls.items():
@@ -142,9 +143,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, values in beyond.items():
         print(f"  {name:34} {median_text(values)}")
     print("\n== Slurm: submission -> the worker running on its node")
-    print(f"  diagbench jobs (queue + python start)  {median_text(queued)}")
-    print(f"  bare sbatch --wrap 'date' (baseline)   {median_text(bare)}")
-    print(f"  the check before the first job (sbatch --test-only + probe job): {median_text(probes)}")
+    print(f"  diagbench jobs (6 at once), sbatch -> worker running         {median_text(queued)}")
+    print(f"  baseline: 6 bare jobs at once, sbatch -> `date` ran           {median_text(bare)}")
+    print(f"  baseline: 6 jobs at once, sbatch -> python imported the worker {median_text(imports)}")
+    print(f"  the check before the first job (--test-only + probe job)       {median_text(probes)}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,38 @@ pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parent.parent
 SLURM = ExecutorSpec(kind=ExecutorKind.SLURM)
+ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
 WAIT_S = 120.0  # a shared CI host and a busy queue can be slow; the waits end as soon as things happen
 
 
-def diagbench(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "diagbench", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+Start = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def diagbench(tmp_path: Path) -> Iterator[Start]:
+    """Starts `diagbench ...`; afterwards, even after a failed assert, kills what is left of
+    it and cancels every job whose run directory is under this test's folder."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diagbench", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    left = [job for job, state in jobs_in(tmp_path, under=True).items() if state in ACTIVE]
+    if left:
+        subprocess.run(["scancel", *left], check=False)
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
@@ -52,11 +73,13 @@ def wait_for(what: str, check: Callable[[], Any]) -> Any:
     raise AssertionError(f"waited {WAIT_S:.0f}s for {what}")
 
 
-def jobs_in(run_dir: Path) -> dict[str, str]:
-    """Every job Slurm still knows whose working directory is this run: id -> state."""
+def jobs_in(run_dir: Path, under: bool = False) -> dict[str, str]:
+    """Every job Slurm still knows whose working directory is this run (or under this
+    folder): id -> state."""
     out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%Z"], capture_output=True, text=True).stdout
     rows = [line.split("|") for line in out.splitlines()]
-    return {r[0]: r[1] for r in rows if len(r) == 3 and r[2] == str(run_dir.resolve())}
+    where = str(run_dir.resolve())
+    return {r[0]: r[1] for r in rows if len(r) == 3 and (r[2] == where or (under and r[2].startswith(where + "/")))}
 
 
 def progress_of(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -147,7 +170,7 @@ def test_demo_matrix_through_slurm_gives_the_local_outcomes_and_verdicts(runs: R
     assert "--no-requeue" in manifest["options"]["executor"]["sbatch"]
 
 
-def test_two_jobs_at_once_get_disjoint_gpus(tmp_path: Path, server: list[str]) -> None:
+def test_two_jobs_at_once_get_disjoint_gpus(tmp_path: Path, server: list[str], diagbench: Start) -> None:
     spec = spec_file(tmp_path, server, ["meet-a", "meet-b"])
     runs_dir = tmp_path / "runs"
     code, out, err = finish(
@@ -168,7 +191,9 @@ def test_two_jobs_at_once_get_disjoint_gpus(tmp_path: Path, server: list[str]) -
     no_tagged_left(run_dir)
 
 
-def test_ctrl_c_cancels_every_job_and_records_them_cancelled(tmp_path: Path, server: list[str]) -> None:
+def test_ctrl_c_cancels_every_job_and_records_them_cancelled(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
     spec = spec_file(tmp_path, server, ["hang", "hang2"])
     runs_dir = tmp_path / "runs"
     proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm")
@@ -189,7 +214,9 @@ def test_ctrl_c_cancels_every_job_and_records_them_cancelled(tmp_path: Path, ser
     no_tagged_left(run_dir)
 
 
-def test_a_job_cancelled_behind_diagbenchs_back_is_recorded_with_slurms_word(tmp_path: Path, server: list[str]) -> None:
+def test_a_job_cancelled_behind_diagbenchs_back_is_recorded_with_slurms_word(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
     spec = spec_file(tmp_path, server, ["hang"])
     runs_dir = tmp_path / "runs"
     proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm")
@@ -207,7 +234,9 @@ def test_a_job_cancelled_behind_diagbenchs_back_is_recorded_with_slurms_word(tmp
     no_tagged_left(run_dir)
 
 
-def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(tmp_path: Path, server: list[str]) -> None:
+def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
     spec = spec_file(tmp_path, server, ["quick"])
     data = yaml.safe_load(spec.read_text())
     data["executor"] = {"kind": "slurm", "python": "/nonexistent/python3"}  # the worker cannot start
@@ -223,7 +252,9 @@ def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(tmp_path: Pat
     assert "/nonexistent/python3" in record["reason"]  # the job's own output says why
 
 
-def test_a_bad_partition_is_exit_2_with_slurms_words_and_no_run(tmp_path: Path, server: list[str]) -> None:
+def test_a_bad_partition_is_exit_2_with_slurms_words_and_no_run(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
     spec = spec_file(tmp_path, server, ["quick"])
     runs_dir = tmp_path / "runs"
     code, out, err = finish(
@@ -235,7 +266,9 @@ def test_a_bad_partition_is_exit_2_with_slurms_words_and_no_run(tmp_path: Path, 
     assert not [p for p in runs_dir.iterdir() if not p.name.startswith(".")]
 
 
-def test_resume_after_kill_9_adopts_running_jobs_and_reads_finished_ones(tmp_path: Path, server: list[str]) -> None:
+def test_resume_after_kill_9_adopts_running_jobs_and_reads_finished_ones(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
     spec = spec_file(tmp_path, server, ["quick", "slow"])
     runs_dir = tmp_path / "runs"
     proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm")
@@ -256,4 +289,38 @@ def test_resume_after_kill_9_adopts_running_jobs_and_reads_finished_ones(tmp_pat
     record = result_of(run_dir, slow)
     assert record["outcome"] == "ready" and record["executor"]["job_id"] == slow_job  # adopted
     assert set(jobs_in(run_dir)) == before, "nothing was submitted again"
+    no_tagged_left(run_dir)
+
+
+def test_a_node_failure_under_a_running_job_is_a_launch_error_in_slurms_words(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    spec = spec_file(tmp_path, server, ["hang"])
+    runs_dir = tmp_path / "runs"
+    proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm")
+    run_dir = only_run(runs_dir)
+    (progress,) = wait_for("the worker to start", lambda: list(progress_of(run_dir).values()))
+    node = progress["node"]
+    log = run_dir / "cells" / next(iter(progress_of(run_dir))) / "server.log"
+    wait_for("the server's first line", lambda: log.is_file() and log.read_text().startswith("gpus="))
+    try:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=diagbench-test"], check=True)
+        code, out, err = finish(proc)
+    finally:  # the single node comes back by itself (ReturnToService=2); make sure of it
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)
+    assert code == 0, out + err
+    (attempt,) = progress_of(run_dir)
+    record = result_of(run_dir, attempt)
+    assert record["outcome"] == "launch_error", record
+    assert record["reason"] == f"Slurm job {progress['job_id']} ended NODE_FAIL (NodeDown)", record
+    assert (
+        (run_dir / "cells" / attempt / "server.log").read_text().startswith("gpus=")
+    )  # the log up to the failure is kept
+    wait_for(
+        "the node to be back",
+        lambda: (
+            subprocess.run(["sinfo", "-h", "-n", node, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+            in ("idle", "mixed")
+        ),
+    )
     no_tagged_left(run_dir)
