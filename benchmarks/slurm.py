@@ -17,7 +17,6 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from diagbench.execute.events import QuietEvents
 from diagbench.execute.pipeline import RunOptions, RunResult, execute
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         "slurm, every cell queued at once": (None, slurm),
     }
     walls: dict[str, list[float]] = {name: [] for name in ways}
-    labels: dict[str, Any] = {}
+    labels: dict[str, list[str]] = {}  # outcomes and verdicts -> the runs that gave them
     queued: list[float] = []
     beyond: dict[str, list[float]] = {name: [] for name in ways}
     with tempfile.TemporaryDirectory() as tmp:
@@ -125,9 +124,8 @@ def main(argv: list[str] | None = None) -> None:
             for name, (parallel, executor) in ways.items():
                 wall, result, clock = run_demo(Path(tmp) / f"{i}-{len(walls[name])}-{name[:5]}", parallel, executor)
                 walls[name].append(wall)
-                labels.setdefault(
-                    name, ([r.label for r in result.records], [(v.id, v.verdict) for v in result.verdicts])
-                )
+                seen = str(([r.label for r in result.records], [(v.id, v.verdict.value) for v in result.verdicts]))
+                labels.setdefault(seen, []).append(name)
                 q, b = overheads(result, clock, executor.kind is ExecutorKind.SLURM)
                 queued += q
                 beyond[name] += b
@@ -137,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n== the demo matrix (6 cells), wall time of `diagbench run`, {args.repeat} run(s) each")
     for name, values in walls.items():
         print(f"  {name:34} {median_text(values)}")
-    same = len({str(v) for v in labels.values()}) == 1
-    print(f"  same outcomes and verdicts every way: {'yes' if same else 'NO'}")
+    print(f"  same outcomes and verdicts in every run: {'yes' if len(labels) == 1 else 'NO'}")
+    if len(labels) > 1:
+        for seen, names in labels.items():
+            print(f"    {names}: {seen}")
     print("\n== what an attempt costs beyond its server (hand-over -> record in, minus the server's duration)")
     for name, values in beyond.items():
         print(f"  {name:34} {median_text(values)}")

@@ -17,7 +17,7 @@ from diagbench.execute.slots import Slot
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.board import JobBoard
 from diagbench.execute.slurm.commands import SlurmRejected
-from diagbench.execute.slurm.follow import Follow, gate_over
+from diagbench.execute.slurm.follow import Follow
 from diagbench.execute.slurm.jobs import (
     JOB_FILE,
     OUTPUT_FILE,
@@ -54,15 +54,24 @@ class SlurmExecutor:
         self.board = JobBoard()
         self._lock = threading.Lock()
         self._finished = list(done)
-        self.still_matters = gate_over(gate, self.finished)
+        self.gate = gate
+        self._gate_asked: dict[str, int] = {}  # attempt -> how many records there were when last asked
         self.adoptable = _running_jobs_of(run_dir.path)
         self.turns = Turnstile([p.name for p in order])
         for name in self.adoptable:  # already in the queue: nobody waits for them
             self.turns.passed(name)
 
-    def finished(self) -> list[AttemptRecord]:
+    def still_matters(self, item: PlannedAttempt) -> str | None:
+        """The scheduler's gate, asked again while the job waits or runs, whenever a new
+        record has come in: a reason to stop it (no verdict can change), or None."""
+        if self.gate is None:
+            return None
         with self._lock:
-            return list(self._finished)
+            if self._gate_asked.get(item.name) == len(self._finished):
+                return None
+            self._gate_asked[item.name] = len(self._finished)
+            records = list(self._finished)
+        return self.gate(item, records)
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
         folder = self.run_dir.attempt_dir(item.name)

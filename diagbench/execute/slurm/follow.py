@@ -7,17 +7,17 @@ import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from diagbench.errors import RecordError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.scheduler import Gate, not_run
+from diagbench.execute.scheduler import not_run
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.board import JobBoard
 from diagbench.execute.slurm.commands import JobState
-from diagbench.execute.slurm.jobs import Progress, output_tail
+from diagbench.execute.slurm.jobs import PROGRESS_FILE, Progress, output_tail
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
@@ -62,6 +62,8 @@ class Follow:
         self.shown = ""
         self.worker_seen = False
         self.node = ""
+        self.progress: Progress | None = None
+        self.progress_stamp = 0
 
     def until_record(self) -> AttemptRecord:
         """Wait for the worker's record, or for the job to end without one."""
@@ -142,7 +144,7 @@ class Follow:
     # -- showing and stopping --------------------------------------------------------
 
     def _show(self, state: JobState | None) -> None:
-        progress = Progress.read(self.folder)
+        progress = self._progress()
         if progress is not None:
             self.worker_seen, self.node = True, progress.node
             text = f"job {self.job_id} on {progress.node}: {progress.phase}"
@@ -155,6 +157,16 @@ class Follow:
         if text != self.shown:
             self.shown = text
             self.events.on_phase(self.item, text)
+
+    def _progress(self) -> Progress | None:
+        """The worker's progress.json, read again only when it changed."""
+        try:
+            stamp = (self.folder / PROGRESS_FILE).stat().st_mtime_ns
+        except OSError:
+            return None
+        if stamp != self.progress_stamp:
+            self.progress_stamp, self.progress = stamp, Progress.read(self.folder) or self.progress
+        return self.progress
 
     def _maybe_stop(self, state: JobState | None) -> None:
         if self.stop is None:
@@ -178,10 +190,3 @@ class Follow:
             time.sleep(LOOK_EVERY_S)
         else:
             self.cancel.event.wait(LOOK_EVERY_S)
-
-
-def gate_over(gate: Gate | None, finished: Callable[[], Sequence[AttemptRecord]]) -> StillMatters:
-    """The scheduler's gate, asked again while a job waits or runs, over the records so far."""
-    if gate is None:
-        return lambda _item: None
-    return lambda item: gate(item, finished())
