@@ -16,7 +16,7 @@ import pytest
 
 from conftest import fake_command, write_spec
 from diagbench.errors import SpecError, UserError
-from diagbench.execute.slurm.commands import JobState, parse_queue
+from diagbench.execute.slurm.commands import JobState, parse_queue, parse_sacct
 from diagbench.execute.slurm.executor import Turnstile
 from diagbench.execute.slurm.jobs import JobFile, SlurmSettings, job_script, walltime
 from diagbench.launch.process import sweep_tagged
@@ -119,6 +119,10 @@ def test_squeue_lines_become_job_states() -> None:
         JobState("13", "RUNNING", "", "node7", "diagbench-002", "/runs/r"),
     ]
     assert JobState("14", "TIMEOUT", "TimeLimit").describe() == "TIMEOUT (TimeLimit)"
+    sacct = "15|CANCELLED by 1000|None|node3\n15.batch|CANCELLED||node3\n16|NODE_FAIL|NodeDown|node4\n"
+    assert parse_sacct(sacct, "15") == JobState("15", "CANCELLED", "", "node3")
+    assert parse_sacct(sacct, "16") == JobState("16", "NODE_FAIL", "NodeDown", "node4")
+    assert parse_sacct(sacct, "17") is None
     assert not JobState("14", "TIMEOUT").active and JobState("12", "PENDING").active
     assert JobState("13", "RUNNING").running and not JobState("12", "PENDING").running
 

@@ -160,12 +160,17 @@ def final_state(job_id: str) -> JobState | None:
     """How a job that left the queue ended, from accounting (sacct) if the cluster has it."""
     if not has_accounting():
         return None
-    answer = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,NodeList"])
-    for line in answer.stdout.splitlines():
-        parts = line.split("|")
-        if len(parts) == 3 and parts[0] == job_id:
-            state = parts[1].split()[0]  # "CANCELLED by 1000" -> CANCELLED
-            return JobState(job_id, state, node="" if parts[2] == "None assigned" else parts[2])
+    answer = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobID,State,Reason,NodeList"])
+    return parse_sacct(answer.stdout, job_id)
+
+
+def parse_sacct(text: str, job_id: str) -> JobState | None:
+    """sacct -X -n -P -o JobID,State,Reason,NodeList: the job's line as its end state."""
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0] == job_id:
+            state = parts[1].split()[0] if parts[1].strip() else "UNKNOWN"  # "CANCELLED by 1000" -> CANCELLED
+            return JobState(job_id, state, _reason(parts[2]), "" if parts[3] == "None assigned" else parts[3])
     return None
 
 
