@@ -12,7 +12,7 @@ import yaml
 from diagbench.execute.pipeline import RunOptions, RunResult, execute
 from diagbench.launch.process import sweep_tagged
 from diagbench.records.record import AttemptRecord
-from diagbench.spec.executor import ExecutorSpec
+from diagbench.spec.gpus import parse_gpu_request
 from diagbench.spec.load import load_spec
 
 FAKE = Path(__file__).parent / "fakeserver.py"
@@ -25,15 +25,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get("DIAGBENCH_GPU_TESTS") != "1":
         skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
         for item in items:
-            if "gpu" in item.keywords:
+            if item.get_closest_marker("gpu") is not None:  # not `in item.keywords`: a folder named gpu is one
                 item.add_marker(skip)
     # Slurm tests run wherever a Slurm answers; where it is required (.ci/slurm.sh sets
     # DIAGBENCH_SLURM_TESTS=1) they run and fail if it does not, never skip
-    if os.environ.get("DIAGBENCH_SLURM_TESTS") != "1" and not slurm_is_up():
+    slurm_tests = [item for item in items if item.get_closest_marker("slurm") is not None]
+    if slurm_tests and os.environ.get("DIAGBENCH_SLURM_TESTS") != "1" and not slurm_is_up():
         skip = pytest.mark.skip(reason="no Slurm here: .ci/slurm.sh up starts one (root, Debian)")
-        for item in items:
-            if "slurm" in item.keywords:
-                item.add_marker(skip)
+        for item in slurm_tests:
+            item.add_marker(skip)
 
 
 def slurm_is_up() -> bool:
@@ -92,6 +92,7 @@ class Runs:
 
     def run(self, spec_path: Path, **kw: Any) -> RunResult:
         spec = load_spec(spec_path)
+        gpus = kw.pop("gpus", None)
         options = RunOptions(
             self.folder / "runs",
             kw.pop("run_id", None),
@@ -99,7 +100,8 @@ class Runs:
             kw.pop("repeat", 1),
             kw.pop("parallel", None),
             kw.pop("resume", None),
-            kw.pop("executor", ExecutorSpec()),
+            gpus=parse_gpu_request(gpus) if gpus is not None else None,
+            **kw,
         )
         result = execute(spec, options, self)
         self.last = result

@@ -16,11 +16,16 @@ Each argument is one action, done in order:
   junk                 a line of invalid UTF-8
   http=PATH            serve 200 on PATH at 127.0.0.1:$PORT from now on
   replay=FILE          write FILE's bytes, 4 KB at a time
+  journal=FILE         append {"event": "start", t, pid, gpus: $CUDA_VISIBLE_DEVICES} to FILE now,
+                       and {"event": "end", ...} when it exits (SIGTERM included)
+  await=FILE:N         wait (up to 30 s) until FILE holds N start lines: N servers at once
 """
 
 from __future__ import annotations
 
+import atexit
 import codecs
+import json
 import os
 import signal
 import sys
@@ -69,6 +74,27 @@ def serve(path: str) -> None:
 
     httpd = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+
+def journal(path: str) -> None:
+    def note(event: str) -> None:
+        entry = {"event": event, "t": time.time(), "pid": os.getpid(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        with open(path, "a") as handle:  # one short append per line: whole lines, whoever else writes
+            handle.write(json.dumps(entry) + "\n")
+
+    note("start")
+    atexit.register(note, "end")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+
+def await_starts(arg: str) -> None:
+    path, _, count = arg.rpartition(":")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(path) as handle:
+            if sum('"start"' in line for line in handle) >= int(count):
+                return
+        time.sleep(0.02)
 
 
 def flood(megabytes: float) -> None:
@@ -130,6 +156,10 @@ def main(actions: list[str]) -> None:
             write(OUT, b"\xff\xfe\xfd garbage \x80\x81 \xc3\x28\n")
         elif name == "http":
             serve(arg)
+        elif name == "journal":
+            journal(arg)
+        elif name == "await":
+            await_starts(arg)
         elif name == "replay":
             with open(arg, "rb") as handle:
                 while block := handle.read(4096):

@@ -109,11 +109,21 @@ def no_tagged_left(run_dir: Path) -> None:
     assert left == [], f"processes left behind: {left}"
 
 
-def spec_file(folder: Path, command: list[str], values: list[str], **server: Any) -> Path:
+def spec_file(
+    folder: Path, command: list[str], values: list[str], top: dict[str, Any] | None = None, **server: Any
+) -> Path:
     data = {
         "name": "slurm-test",
-        "server": {"command": command, "ready": {"log": "^READY"}, "timeout": "90s", "grace": "3s", **server},
+        "server": {
+            "command": command,
+            "ready": {"log": "^READY"},
+            "failures": {"boom": "^BOOM"},
+            "timeout": "90s",
+            "grace": "3s",
+            **server,
+        },
         "matrix": {"case": {"args": ["{value}"], "values": values}},
+        **(top or {}),
     }
     path = folder / "spec.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -121,7 +131,7 @@ def spec_file(folder: Path, command: list[str], values: list[str], **server: Any
 
 
 # A server for these tests: `hang...` never becomes ready; `quick` is ready at once; `slow`
-# after 12 s; `meet` prints its CUDA_VISIBLE_DEVICES, then waits until every `meet`
+# after 12 s; `fail` prints a failure line; `meet` prints its CUDA_VISIBLE_DEVICES, then waits until every `meet`
 # server of the run has started (so they provably ran at the same time), then is ready.
 SERVER = """
 import os, sys, time
@@ -133,6 +143,8 @@ if case.startswith("meet"):
         time.sleep(0.1)
 if case == "slow":
     time.sleep(12)
+if case == "fail":
+    print("BOOM", flush=True)
 if not case.startswith("hang"):
     print("READY", flush=True)
 time.sleep(3600)
@@ -171,11 +183,9 @@ def test_demo_matrix_through_slurm_gives_the_local_outcomes_and_verdicts(runs: R
 
 
 def test_two_jobs_at_once_get_disjoint_gpus(tmp_path: Path, server: list[str], diagbench: Start) -> None:
-    spec = spec_file(tmp_path, server, ["meet-a", "meet-b"])
+    spec = spec_file(tmp_path, server, ["meet-a", "meet-b"], gpus=2)
     runs_dir = tmp_path / "runs"
-    code, out, err = finish(
-        diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-arg=--gres=gpu:2")
-    )
+    code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm"))
     assert code == 0, out + err
     run_dir = only_run(runs_dir)
     gpus = []
@@ -323,4 +333,29 @@ def test_a_node_failure_under_a_running_job_is_a_launch_error_in_slurms_words(
             in ("idle", "mixed")
         ),
     )
+    no_tagged_left(run_dir)
+
+
+def test_stop_when_decided_cancels_a_running_job_that_can_no_longer_matter(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    hypothesis = {
+        "id": "all-up",
+        "claim": "every case comes up",
+        "when": {},
+        "supported_if": "ready",
+        "refuted_if": "failed",
+    }
+    spec = spec_file(tmp_path, server, ["fail", "hang"], top={"hypotheses": [hypothesis]})
+    runs_dir = tmp_path / "runs"
+    proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--stop-when-decided")
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    run_dir = only_run(runs_dir)
+    failed, hung = (result_of(run_dir, a) for a in sorted(p.name for p in run_dir.glob("cells/*")))
+    assert failed["outcome"] == "failed"
+    assert hung["outcome"] == "skipped", hung
+    assert hung["reason"].startswith("hypothesis all-up already refuted by case=fail (failed:other)"), hung
+    assert f"Slurm job {hung['executor']['job_id']} stopped" in hung["reason"]
+    wait_for("the job to leave the queue", lambda: all(s not in ACTIVE for s in jobs_in(run_dir).values()))
     no_tagged_left(run_dir)

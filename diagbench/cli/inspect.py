@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from diagbench.cli.app import Format, app, guarded, out
+from diagbench.cli.app import Format, app, err, guarded, out
 from diagbench.vocab import ExitCode
 
 
@@ -17,13 +17,23 @@ from diagbench.vocab import ExitCode
 def plan(
     spec: Annotated[Path, typer.Argument(help="the experiment's YAML spec")],
     only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    parallel: Annotated[int | None, typer.Option(min=1, help="cells launched at once")] = None,
+    stop_when_decided: Annotated[bool, typer.Option(help="show the order that decides verdicts soonest")] = False,
+    repeat: Annotated[int, typer.Option(min=1, help="launches per cell (for the launch order)")] = 1,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.execute.slots import resolve_slots
     from diagbench.render.plan import render_plan
+    from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     loaded = guarded(lambda: load_spec(spec))
-    out.print(guarded(lambda: render_plan(loaded, only or [])), markup=False)
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    slots = guarded(lambda: resolve_slots(loaded, request, parallel))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    out.print(guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat)), markup=False)
 
 
 @app.command()

@@ -21,31 +21,57 @@ def run(
     only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
     repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
     parallel: Annotated[
-        int | None, typer.Option(min=1, help="cells launched at once (default 1; on Slurm, every cell queued)")
+        int | None, typer.Option(min=1, help="cells launched at once (default: one per GPU slot, else 1; Slurm: all)")
     ] = None,
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
     resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    stop_when_decided: Annotated[
+        bool, typer.Option(help="skip attempts that can no longer change a verdict or an expect")
+    ] = False,
+    fail_fast: Annotated[bool, typer.Option(help="skip every attempt after the first violated expect")] = False,
     executor: Annotated[Executor | None, typer.Option(help="where attempts run (default: the spec's; local)")] = None,
     slurm_partition: Annotated[str | None, typer.Option(help="sbatch --partition for every attempt")] = None,
     slurm_arg: Annotated[list[str] | None, typer.Option(help="one more sbatch option (--slurm-arg=--qos=high)")] = None,
     slurm_time: Annotated[str | None, typer.Option(help="walltime per job (default: timeout + grace + 2m)")] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
+    from diagbench.execute.choice import requested
     from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.execute.slots import resolve_slots
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
     from diagbench.render.live import Progress
     from diagbench.render.report import render_junit, render_markdown, render_table
-    from diagbench.spec.executor import command_line_executor
+    from diagbench.spec.executor import ExecutorKind, command_line_executor
+    from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
-    progress = Progress(out)
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
-    options = RunOptions(runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, where)
+    slots = None  # on Slurm the cluster hands out GPUs, not this host
+    if requested(loaded_spec, where, resume).resolved_kind is ExecutorKind.LOCAL:
+        slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
+        for note in slots.notes:
+            err.print(f"diagbench: note: {note}", markup=False)
+    progress = Progress(out)
+    options = RunOptions(
+        runs_dir,
+        run_id,
+        tuple(only or ()),
+        repeat,
+        parallel,
+        resume,
+        request,
+        stop_when_decided,
+        fail_fast,
+        slots,
+        where,
+    )
     try:
         result = guarded(lambda: execute(loaded_spec, options, progress))
     finally:

@@ -12,9 +12,12 @@ from typing import Any
 from diagbench.errors import UserError
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import Executor, Gate
+from diagbench.execute.slots import SlotPlan, plain_slots, resolve_slots
+from diagbench.launch.gpu import GpuOffer
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 from diagbench.spec.plan import PlannedAttempt
 
@@ -39,11 +42,23 @@ class Placement:
             data["probe_node"] = self.node_seen
         return data
 
+    def slots(
+        self, spec: Spec, given: SlotPlan | None, gpus: GpuRequest | None, parallel: int | None, attempts: int
+    ) -> SlotPlan:
+        """This host's GPU slots; on Slurm, plain ones (the cluster hands out GPUs), one per
+        attempt unless --parallel caps the jobs in the queue."""
+        if self.kind is ExecutorKind.LOCAL:
+            return given or resolve_slots(spec, gpus, parallel)
+        per = spec.server.gpus or 0
+        offer = GpuOffer((), f"Slurm: --gres=gpu:{per} per job" if per else "Slurm: no GPU asked")
+        return SlotPlan(tuple(plain_slots(parallel or attempts)), per, offer)
+
     def executor(
         self,
         spec: Spec,
         run_dir: RunDir,
         tag_prefix: str,
+        slots: SlotPlan,
         gate: Gate | None,
         done: Sequence[AttemptRecord],
         todo: Sequence[PlannedAttempt],
@@ -52,12 +67,17 @@ class Placement:
             from diagbench.execute.slurm.executor import SlurmExecutor
 
             return SlurmExecutor(spec, self.slurm, run_dir, tag_prefix, gate, done, todo)
-        return LocalExecutor(spec.server, run_dir, tag_prefix)
+        return LocalExecutor(spec.server, run_dir, tag_prefix, slots)
+
+
+def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:
+    """The executor settings asked for: the command line's over a resumed run's (or the spec's)."""
+    return given.over(_recorded(resume) if resume is not None else spec.executor)
 
 
 def place(spec: Spec, given: ExecutorSpec, runs_dir: Path, resume: Path | None) -> Placement:
     """Settle the executor; for Slurm, check the options and that a node sees `runs_dir`."""
-    layers = given.over(_recorded(resume) if resume is not None else spec.executor)
+    layers = requested(spec, given, resume)
     if layers.resolved_kind is ExecutorKind.LOCAL:
         if layers.given_slurm_options():
             option = _OPTION_NAMES.get(layers.given_slurm_options()[0], "executor options")

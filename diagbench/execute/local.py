@@ -8,7 +8,7 @@ from typing import Any
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.slots import Slot
+from diagbench.execute.slots import Slot, SlotPlan
 from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
 from diagbench.logs.scan import Scanner
@@ -21,17 +21,20 @@ from diagbench.spec.plan import PlannedAttempt
 class LocalExecutor:
     """Launches, watches and tears down each attempt on this host, with the shared scanner."""
 
-    def __init__(self, server: ServerSpec, run_dir: RunDir, tag_prefix: str):
-        self.server, self.run_dir, self.tag_prefix = server, run_dir, tag_prefix
+    def __init__(self, server: ServerSpec, run_dir: RunDir, tag_prefix: str, slots: SlotPlan | None = None):
+        self.server, self.run_dir, self.tag_prefix, self.slots = server, run_dir, tag_prefix, slots
         self.scanner = Scanner(server.signatures)
         self.baseline = gpu.memory_used_mib()
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
-        gpu_info = self._settle_gpu(cancel)
+        watched = self._watched(slot)
+        gpu_info = self._settle_gpu(watched, cancel)
         events.on_start(item, slot)
+        env = self.slots.env(slot) if self.slots else {}
+        server = dataclasses.replace(self.server, env={**self.server.env, **env}) if env else self.server
         record = run_attempt(
             item,
-            self.server,
+            server,
             self.run_dir.attempt_dir(item.name),
             self.scanner,
             f"{self.tag_prefix}/{item.name}",
@@ -39,12 +42,30 @@ class LocalExecutor:
             events.on_phase,
         )
         if gpu_info is not None:
-            record = dataclasses.replace(record, gpu={**gpu_info, "after_mib": gpu.memory_used_mib()})
-        return dataclasses.replace(record, executor={"kind": "local", "job_id": None, "node": socket.gethostname()})
+            after = gpu.memory_used_mib()
+            gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
+            record = dataclasses.replace(record, gpu=gpu_info)
+        where = {"kind": "local", "job_id": None, "node": socket.gethostname()}
+        return dataclasses.replace(record, gpus=list(slot.gpus), executor=where)
 
-    def _settle_gpu(self, cancel: Cancel) -> dict[str, Any] | None:
-        """Wait (bounded) until the GPUs' memory is back to where the run started."""
-        if self.baseline is None:
+    def _watched(self, slot: Slot) -> list[int] | None:
+        """The host indices of the GPUs whose memory must settle before `slot` launches:
+        its own GPUs; with no GPU slots, every GPU, but only when attempts run one at a time
+        (with several at once, the others' memory is rightly in use)."""
+        if slot.gpus:
+            known = self.slots.offer.host_index if self.slots else {}
+            return [known[g] for g in slot.gpus if g in known]
+        if self.slots is not None and len(self.slots.slots) > 1:
+            return []
+        return None
+
+    def _settle_gpu(self, watched: list[int] | None, cancel: Cancel) -> dict[str, Any] | None:
+        """Wait (bounded) until the watched GPUs' memory is back to where the run started."""
+        if self.baseline is None or watched == []:
             return None
-        before, waited = gpu.wait_for_baseline(self.baseline, cancel.event)
-        return {"baseline_mib": self.baseline, "before_mib": before, "settle_wait_s": round(waited, 3)}
+        before, waited = gpu.wait_for_baseline(self.baseline, cancel.event, indices=watched)
+        return {
+            "baseline_mib": gpu.pick(self.baseline, watched),
+            "before_mib": before,
+            "settle_wait_s": round(waited, 3),
+        }

@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import place
 from diagbench.execute.events import RunEvents
 from diagbench.execute.scheduler import run_attempts
-from diagbench.execute.slots import plain_slots
+from diagbench.execute.slots import SlotPlan
+from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
@@ -23,7 +25,8 @@ from diagbench.records.store import (
     new_run_id,
     open_run,
 )
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.executor import ExecutorSpec
+from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
@@ -53,8 +56,12 @@ class RunOptions:
     run_id: str | None = None
     only: tuple[str, ...] = ()
     repeat: int = 1
-    parallel: int | None = None  # None: 1 here, every attempt at once on Slurm (its queue decides)
+    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs); on Slurm, all
     resume: Path | None = None  # an interrupted run directory to finish
+    gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
+    stop_when_decided: bool = False  # skip attempts that can no longer change a verdict or an expect
+    fail_fast: bool = False  # skip everything after the first violated expect
+    slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # the command line's; over the spec's
 
 
@@ -65,28 +72,28 @@ def execute(
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
     placement = place(spec, options.executor, options.runs_dir, options.resume)  # Slurm: checked here
-    local = placement.kind is ExecutorKind.LOCAL
-    if local and (options.parallel or 1) > 1 and spec.server.port is not None:
-        raise UserError(
-            f"--parallel {options.parallel} needs server.port: auto (cells cannot share port {spec.server.port})"
-        )
+    if options.stop_when_decided and not (spec.hypotheses or spec.expectations):
+        raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
+        slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned) - len(done))
     else:
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
+        slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned))
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
-        settings = {"only": list(options.only), "repeat": options.repeat, "parallel": options.parallel}
-        settings["executor"] = placement.to_json()
         facts = host.collect(spec.path.resolve().parent)
+        settings = {**_settings(options, slots), "executor": placement.to_json()}
         run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
     events.on_open(run_dir, planned)
     finished = {r.attempt for r in done}
     cancel = Cancel()
     todo = [p for p in planned if p.name not in finished]
-    executor = placement.executor(spec, run_dir, run_dir.path.name, None, done, todo)
-    slots = plain_slots(options.parallel or (1 if local else len(todo)))
+    if options.stop_when_decided:
+        todo = decision_order(todo, spec.hypotheses, spec.expectations)
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
+    executor = placement.executor(spec, run_dir, run_dir.path.name, slots, decider, done, todo)
     try:
-        scheduled = run_attempts(todo, executor, slots, run_dir, events, cancel, done=done)
+        scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
     finally:
         cancel.close()
     order = {p.name: i for i, p in enumerate(planned)}
@@ -95,6 +102,20 @@ def execute(
     result.verdicts, result.violations = judge_run(spec, records)
     run_dir.write_verdicts([v.to_json() for v in result.verdicts])
     return result
+
+
+def _settings(options: RunOptions, slots: SlotPlan) -> dict[str, Any]:
+    """The options a run was started with, for its manifest."""
+    return {
+        "only": list(options.only),
+        "repeat": options.repeat,
+        "parallel": options.parallel,
+        "gpus": list(slots.offer.ids),
+        "gpus_per_attempt": slots.per_attempt,
+        "slots": [list(slot.gpus) for slot in slots.slots],
+        "stop_when_decided": options.stop_when_decided,
+        "fail_fast": options.fail_fast,
+    }
 
 
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:

@@ -63,14 +63,15 @@ def run_attempts(
 
     def one(item: PlannedAttempt, slot: Slot) -> AttemptRecord:
         try:
-            record = executor.run(item, slot, cancel, events)
-        except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
-            with lock:
-                result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
-            record = not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {type(exc).__name__}: {exc}")
-        finally:
+            try:
+                record = executor.run(item, slot, cancel, events)
+            except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
+                with lock:
+                    result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
+                record = not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {type(exc).__name__}: {exc}")
+            return _finish(item, record)
+        finally:  # the slot frees once the record is in: the gate of the next launch sees it
             free.put(slot)
-        return _finish(item, record)
 
     def _finish(item: PlannedAttempt, record: AttemptRecord) -> AttemptRecord:
         run_dir.write_result(record)

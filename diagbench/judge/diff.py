@@ -26,11 +26,14 @@ def _by_cell(records: list[AttemptRecord]) -> dict[str, str]:
 def diff_runs(a: RunView, b: RunView) -> Changes:
     changes = Changes()
     before, after = _by_cell(a.records), _by_cell(b.records)
+    # a cell that did not launch (skipped, cancelled) is no regression: only what ran is compared
+    ran_before = _by_cell([r for r in a.records if r.outcome.ran])
+    ran_after = _by_cell([r for r in b.records if r.outcome.ran])
     for cell in sorted(set(before) | set(after)):
         old, new = before.get(cell, "not run"), after.get(cell, "not run")
         if old != new:
             changes.cells.append((cell, old, new))
-            if old == "ready" and new != "not run":
+            if ran_before.get(cell) == "ready" and ran_after.get(cell, "ready") != "ready":
                 changes.regressions += 1
     old_v = {v.id: v.verdict for v in a.verdicts}
     new_v = {v.id: v.verdict for v in b.verdicts}

@@ -3,6 +3,11 @@
 The rule: a hypothesis is refuted if any deciding attempt matches `refuted_if`; supported
 if every deciding cell ran and every attempt (repeats too) matches `supported_if`; else
 inconclusive, with the reason. Cancelled, skipped and internal-error attempts did not run.
+
+Repeats that disagree: one refuting attempt still refutes (the failure happened; that it
+does not happen every time is said beside it, `(flaky: 2/3 ready)`), and a cell whose
+attempts only partly match `supported_if` makes the hypothesis inconclusive with the
+reason `<cell> flaky (2/3 ready)`, not a list of its odd attempts.
 """
 
 from __future__ import annotations
@@ -78,6 +83,15 @@ class Verdict:
                 return VerdictEvidence(row.cell_id, row.attempt, row.evidence.line_no, row.evidence.text)
         return None
 
+    @property
+    def flaky(self) -> str | None:
+        """`<cell> 2/3 ready`: the first deciding cell whose repeats disagreed on `supported_if`."""
+        for cell_id in dict.fromkeys(row.cell_id for row in self.deciding):
+            counts = _flaky([row for row in self.deciding if row.cell_id == cell_id])
+            if counts:
+                return f"{cell_id} {counts}"
+        return None
+
     def to_json(self) -> dict[str, Any]:
         evidence = self.evidence
         return {
@@ -88,6 +102,7 @@ class Verdict:
             "meaning": self.meaning,
             "deciding_cells": [row.to_json() for row in self.deciding],
             "evidence": evidence.to_json() if evidence else None,
+            "flaky": self.flaky,
         }
 
 
@@ -122,13 +137,30 @@ def _rule(rows: Sequence[DecidingAttempt]) -> tuple[VerdictWord, str]:
     refuting = [r for r in rows if r.matched is Match.REFUTED]
     if refuting:
         first = refuting[0]
-        return VerdictWord.REFUTED, f"{first.cell_id} {first.label}"
+        flaky = _flaky([r for r in rows if r.cell_id == first.cell_id])
+        return VerdictWord.REFUTED, f"{first.cell_id} {first.label}" + (f" (flaky: {flaky})" if flaky else "")
     if not rows:
         return VerdictWord.INCONCLUSIVE, "no deciding cell"
     if all(r.matched is Match.SUPPORTED for r in rows):
         return VerdictWord.SUPPORTED, f"all {len(rows)} deciding attempt(s) matched"
-    missing = [f"{r.cell_id} {_undecided(r)}" for r in rows if r.matched is not Match.SUPPORTED]
+    missing: list[str] = []
+    for cell_id in dict.fromkeys(r.cell_id for r in rows):
+        own = [r for r in rows if r.cell_id == cell_id]
+        flaky = _flaky(own)
+        if flaky:
+            missing.append(f"{cell_id} flaky ({flaky})")
+        else:
+            missing += [f"{cell_id} {_undecided(r)}" for r in own if r.matched is not Match.SUPPORTED]
     return VerdictWord.INCONCLUSIVE, "; ".join(missing)
+
+
+def _flaky(own: Sequence[DecidingAttempt]) -> str | None:
+    """`2/3 ready` where a cell's attempts partly match `supported_if`, else None."""
+    supporting = [r.label for r in own if r.matched is Match.SUPPORTED]
+    if not supporting or len(supporting) == len(own):
+        return None
+    common = max(dict.fromkeys(supporting), key=supporting.count)
+    return f"{len(supporting)}/{len(own)} {common}"
 
 
 def _undecided(row: DecidingAttempt) -> str:

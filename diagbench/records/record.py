@@ -55,6 +55,7 @@ class AttemptRecord:
     teardown_s: float | None = None
     sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
+    gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
     schema_version: int = SCHEMA_VERSION
 

@@ -179,6 +179,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def describe_device(device: torch.device) -> str:
+    """`cuda:0 (NVIDIA H200, GPU-8f3c...), CUDA_VISIBLE_DEVICES=3`: which GPU this process got."""
+    visible = f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}"
+    if device.type != "cuda":
+        return f"{device} ({visible})"
+    index = torch.cuda.current_device() if device.index is None else device.index
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)  # torch >= 2.2
+    named = f"{props.name}, GPU-{uuid}" if uuid else props.name
+    return f"cuda:{index} ({named}) of {torch.cuda.device_count()} visible, {visible}"
+
+
 def build(args: argparse.Namespace) -> tuple[Engine, torch.device]:
     device = torch.device(
         "cuda"
@@ -186,9 +198,8 @@ def build(args: argparse.Namespace) -> tuple[Engine, torch.device]:
         else ("cpu" if args.device == "auto" else args.device)
     )
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     triton_version = getattr(kernel.triton, "__version__", None)
-    log(f"refserver: device={device} ({name}), torch {torch.__version__}, triton {triton_version}")
+    log(f"refserver: device={describe_device(device)}, torch {torch.__version__}, triton {triton_version}")
     want_kernel = os.environ.get("REFSERVER_TRITON_KERNEL", "0") == "1"
     custom = want_kernel and kernel.available()
     if want_kernel and not custom:

@@ -40,6 +40,7 @@ class Progress:
                 "style": "",
                 "start": None,
                 "end": None,
+                "gpus": "",
             }
         if self.interactive:
             self.live = Live(self._table(), console=self.console, refresh_per_second=8, get_renderable=self._table)
@@ -50,8 +51,10 @@ class Progress:
             row = self.rows[item.name]
             row["start"] = time.monotonic()
             row["phase"] = "launching"
+            row["gpus"] = ",".join(slot.gpus)
             if not self.interactive:
-                self.console.print(f"[start] {item.name}", highlight=False, markup=False)
+                on = f" on GPU {row['gpus']}" if slot.gpus else ""
+                self.console.print(f"[start] {item.name}{on}", highlight=False, markup=False)
 
     def on_phase(self, item: PlannedAttempt, phase: str) -> None:
         with self.lock:
@@ -71,13 +74,14 @@ class Progress:
 
     def _plain_done(self, item: PlannedAttempt, r: AttemptRecord) -> None:
         line = f" {r.evidence.text[:100]!r}" if r.evidence else f" ({r.reason})"
-        seconds = f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else "-"
-        self.console.print(f"[done]  {item.name}: {r.label} after {seconds}{line}", highlight=False, markup=False)
+        seconds = f" after {r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""
+        self.console.print(f"[done]  {item.name}: {r.label}{seconds}{line}", highlight=False, markup=False)
 
     def _table(self) -> Table:
         table = Table(expand=False)
         axes = list(next(iter(self.rows.values()))["params"]) if self.rows else []
-        for column in (*axes, "#", "phase", "elapsed", "outcome"):
+        with_gpus = any(row["gpus"] for row in self.rows.values())
+        for column in (*axes, "#", *(["gpus"] if with_gpus else []), "phase", "elapsed", "outcome"):
             table.add_column(column)
         now = time.monotonic()
         with self.lock:
@@ -87,6 +91,7 @@ class Progress:
                 table.add_row(
                     *(Text(v) for v in row["params"].values()),
                     Text(str(row["repeat"])),
+                    *([Text(row["gpus"])] if with_gpus else []),
                     Text(row["phase"]),
                     Text(elapsed),
                     Text(row["outcome"], style=row["style"]),

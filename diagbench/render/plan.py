@@ -5,12 +5,17 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from diagbench.execute.slots import SlotPlan
+from diagbench.judge.decide import NOTHING_TO_DECIDE, decision_order
 from diagbench.launch.command import build_command
 from diagbench.spec.load import Spec
-from diagbench.spec.matrix import parse_only, select_cells
+from diagbench.spec.matrix import Cell, parse_only, select_cells
+from diagbench.spec.plan import plan_attempts
 
 
-def render_plan(spec: Spec, only: Sequence[str]) -> str:
+def render_plan(
+    spec: Spec, only: Sequence[str], slots: SlotPlan | None = None, stop_when_decided: bool = False, repeat: int = 1
+) -> str:
     cells = select_cells(spec.cells, parse_only(only, spec.axes))
     s = spec.server
     port_word = "a free port per cell" if s.port is None else str(s.port)
@@ -27,8 +32,12 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
             if s.fresh_caches
             else "shared between cells (server.fresh_caches: true isolates them)"
         ),
-        "",
     ]
+    if slots is not None:
+        lines.append(f"slots: {slots.describe()}")
+        if slots.gpus_in_use:
+            lines.append("    each attempt gets its slot's GPUs as CUDA_VISIBLE_DEVICES (the first free slot)")
+    lines.append("")
     for cell in cells:
         argv = build_command(s, cell, s.port if s.port is not None else "{port}")
         shown = argv[0] if s.shell else shlex.join(argv).replace("'{port}'", "{port}")
@@ -44,4 +53,17 @@ def render_plan(spec: Spec, only: Sequence[str]) -> str:
     undecided = [h.id for h in spec.hypotheses if not any(c.matches(h.when) for c in cells)]
     if undecided:
         lines += ["", "not decidable with this selection: " + ", ".join(undecided)]
+    if stop_when_decided:
+        lines += ["", *_launch_order(spec, cells, repeat)]
     return "\n".join(lines)
+
+
+def _launch_order(spec: Spec, cells: Sequence[Cell], repeat: int) -> list[str]:
+    """The order --stop-when-decided launches in, and what it skips before launching anything."""
+    order = decision_order(plan_attempts(cells, repeat), spec.hypotheses, spec.expectations)
+    lines = ["launch order with --stop-when-decided (an attempt is skipped once it can change nothing):"]
+    for n, item in enumerate(order, 1):
+        decides = [h.id for h in spec.hypotheses if item.cell.matches(h.when)]
+        decides += [f"expect #{e.index + 1}" for e in spec.expectations if item.cell.matches(e.when)]
+        lines.append(f"  {n:>3}. {item.name}: " + (", ".join(decides) if decides else f"skipped ({NOTHING_TO_DECIDE})"))
+    return lines

@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from diagbench.judge.cells import cell_counts, repeated
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
@@ -45,7 +46,22 @@ def _verdict_line(v: Verdict) -> str:
     evidence = v.evidence
     if evidence is None:
         return v.reason
-    return f"{evidence.cell_id} L{evidence.line_no}: {_clip(evidence.text, 90)}"
+    line = f"{evidence.cell_id} L{evidence.line_no}: {_clip(evidence.text, 90)}"
+    return f"{line} (flaky: {v.flaky})" if v.flaky else line
+
+
+def _gpus(r: AttemptRecord) -> str:
+    return ",".join(r.gpus)
+
+
+def _tally(view: RunView) -> str:
+    """`6 attempts: 4 launched, 2 skipped` where some did not launch; else nothing."""
+    idle = [r for r in view.records if not r.outcome.ran]
+    if not idle:
+        return ""
+    words = {o: sum(1 for r in idle if r.outcome is o) for o in dict.fromkeys(r.outcome for r in idle)}
+    shown = ", ".join(f"{n} {o.value}" for o, n in words.items())
+    return f"{len(view.records)} attempts: {len(view.records) - len(idle)} launched, {shown}"
 
 
 # -- terminal ---------------------------------------------------------------------------
@@ -54,19 +70,23 @@ def _verdict_line(v: Verdict) -> str:
 def render_table(view: RunView) -> RenderableType:
     """Terminal tables: one column per matrix axis, so a cell reads across its factors."""
     axes = list(view.records[0].params) if view.records else []
+    with_gpus = any(r.gpus for r in view.records)
     cells = Table(title=f"{view.spec_name}: outcomes", title_justify="left", expand=False)
-    for column in (*axes, "#", "outcome", "phase", "time", "deciding line"):
+    for column in (*axes, "#", *(["gpus"] if with_gpus else []), "outcome", "phase", "time", "deciding line"):
         cells.add_column(column, overflow="fold")
     for r in view.records:
         cells.add_row(  # Text, never markup: a log line may hold "[rank0]" or "[/x]"
             *(Text(r.params.get(axis, "")) for axis in axes),
             Text(str(r.repeat)),
+            *([Text(_gpus(r))] if with_gpus else []),
             Text(r.label, style=OUTCOME_STYLE.get(r.outcome, "")),
             Text(r.phase or ""),
             Text(f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""),
             Text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
         )
     parts: list[RenderableType] = [cells]
+    if repeated(view.records):
+        parts.append(_counts_table(view))
     if view.verdicts:
         hyp = Table(title="hypotheses (judged against the pre-registered copy)", title_justify="left")
         for column in ("id", "verdict", "why", "meaning"):
@@ -91,10 +111,21 @@ def render_table(view: RunView) -> RenderableType:
     return Group(*parts)
 
 
+def _counts_table(view: RunView) -> Table:
+    table = Table(title="cells over their repeats", title_justify="left", expand=False)
+    table.add_column("cell", overflow="fold")
+    table.add_column("outcomes", overflow="fold")
+    for counts in cell_counts(view.records):
+        table.add_row(Text(counts.cell_id), Text(str(counts), style="yellow" if counts.flaky else ""))
+    return table
+
+
 def _footer(view: RunView) -> str:
     state = "complete" if view.complete else "partial"
     check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
-    return f"run {view.run_id} ({state}) at {view.path}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
+    tally = _tally(view)
+    head = f"run {view.run_id} ({state}) at {view.path}" + (f"\n{tally}" if tally else "")
+    return f"{head}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
 
 
 # -- Markdown ---------------------------------------------------------------------------
@@ -115,18 +146,14 @@ def render_markdown(view: RunView) -> str:
                 f"| `{v.id}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v))} | {_md(v.meaning or '')} |"
             )
         out.append("")
-    out += [
-        "### Cells",
-        "",
-        "| cell | # | outcome | phase | time to outcome | deciding line |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in view.records:
-        seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
-        out.append(
-            f"| `{r.cell_id}` | {r.repeat} | {r.label} | {r.phase or ''} | {seconds} | {_md(deciding_line(r))} |"
-        )
-    out.append("")
+    out += _markdown_cells(view)
+    if repeated(view.records):
+        out += ["### Cells over their repeats", "", "| cell | outcomes |", "|---|---|"]
+        out += [f"| `{c.cell_id}` | {_md(str(c))} |" for c in cell_counts(view.records)]
+        out.append("")
+    tally = _tally(view)
+    if tally:
+        out += [tally, ""]
     for violation in view.violations:
         out.append(
             f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
@@ -138,6 +165,25 @@ def render_markdown(view: RunView) -> str:
         f"`{view.hypotheses_sha256}` ({'matches' if view.hashes_match else 'DOES NOT match'} the manifest).",
     ]
     return "\n".join(out) + "\n"
+
+
+def _markdown_cells(view: RunView) -> list[str]:
+    with_gpus = any(r.gpus for r in view.records)
+    gpus_head, gpus_rule = (" gpus |", "---|") if with_gpus else ("", "")
+    out = [
+        "### Cells",
+        "",
+        f"| cell | # |{gpus_head} outcome | phase | time to outcome | deciding line |",
+        f"|---|---|{gpus_rule}---|---|---|---|",
+    ]
+    for r in view.records:
+        seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
+        gpus = f" {_gpus(r)} |" if with_gpus else ""
+        out.append(
+            f"| `{r.cell_id}` | {r.repeat} |{gpus} {r.label} | {r.phase or ''} | {seconds} | {_md(deciding_line(r))} |"
+        )
+    out.append("")
+    return out
 
 
 # -- JSON -------------------------------------------------------------------------------
@@ -152,6 +198,7 @@ def render_json(view: RunView) -> str:
         "hypotheses_sha256": view.hypotheses_sha256,
         "hypotheses_sha256_matches": view.hashes_match,
         "attempts": [r.to_json() for r in view.records],
+        "cells": [c.to_json() for c in cell_counts(view.records)],
         "verdicts": [v.to_json() for v in view.verdicts],
         "violations": [v.to_json() for v in view.violations],
     }

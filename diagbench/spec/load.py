@@ -13,6 +13,7 @@ from diagbench.errors import SpecError
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.executor import ExecutorSpec, parse_executor
+from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
 from diagbench.yamlsrc import Src, load_document, suggest
@@ -20,7 +21,7 @@ from diagbench.yamlsrc import Src, load_document, suggest
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
-_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "executor")
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus", "executor")
 _SERVER_KEYS = (
     "command",
     "shell",
@@ -34,6 +35,7 @@ _SERVER_KEYS = (
     "grace",
     "settle",
     "fresh_caches",
+    "gpus",
 )
 # compile caches that carry kernels (and their autotune results) from one launch to the next
 COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
@@ -54,6 +56,7 @@ class ServerSpec:
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
+    gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Spec:
     cells: tuple[Cell, ...]
     expectations: tuple[Expectation, ...] = ()
     hypotheses: tuple[Hypothesis, ...] = field(default=())
+    gpus: GpuRequest | None = None  # the GPUs to use when --gpus is not given (None: all that are visible)
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # where attempts run (the command line can override)
 
     def to_json(self) -> dict[str, Any]:
@@ -89,7 +93,9 @@ class Spec:
                 "grace_s": s.grace,
                 "settle_s": s.settle,
                 "fresh_caches": list(s.fresh_caches),
+                "gpus": s.gpus,
             },
+            "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
                 a.name: {
                     "kind": a.kind.value,
@@ -123,6 +129,7 @@ def load_spec(path: Path) -> Spec:
         cells=cells,
         expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
         hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
+        gpus=parse_gpus_key(keys["gpus"]) if "gpus" in keys else None,
         executor=parse_executor(keys["executor"]) if "executor" in keys else ExecutorSpec(),
     )
 
@@ -162,6 +169,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
         fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
+        gpus=parse_gpus_per_attempt(keys["gpus"]) if "gpus" in keys else None,
     )
 
 

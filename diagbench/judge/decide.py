@@ -1,0 +1,113 @@
+"""Which attempts can still change a verdict or an expect (pure), for `--stop-when-decided`
+and `--fail-fast`, and the order that decides verdicts soonest.
+
+An attempt may be skipped only when the records so far already fix everything it could
+change, whatever it and every other unfinished attempt would end as:
+
+- a hypothesis is fixed once a deciding attempt matched `refuted_if` (refuted whatever
+  follows), or, where `refuted_if` can never match (an empty list), once one did not match
+  `supported_if` (inconclusive whatever follows). Supported is never fixed early: it needs
+  every deciding attempt, repeats included, so those always run;
+- an expect is fixed once it is violated (the run exits 1 whatever follows);
+- a cell that no hypothesis and no expect selects can change nothing.
+
+So the verdicts are those of a full run that ended the same way; what can differ is which
+deciding cell a refuted verdict names (the first refuting one that ran).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from diagbench.judge.verdicts import check_expectations, match
+from diagbench.records.record import AttemptRecord
+from diagbench.spec.hypotheses import Expectation, Hypothesis
+from diagbench.spec.matrix import selects
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Match
+
+NOTHING_TO_DECIDE = "decides no hypothesis and no expect"
+
+
+def hypothesis_fixed(hypothesis: Hypothesis, records: Sequence[AttemptRecord]) -> str | None:
+    """Why no further attempt can change this hypothesis's verdict, or None while one can."""
+    deciding = [r for r in records if r.outcome.ran and selects(hypothesis.when, r.params)]
+    for r in deciding:
+        if match(hypothesis, r) is Match.REFUTED:
+            return f"hypothesis {hypothesis.id} already refuted by {r.cell_id} ({r.label})"
+    if not hypothesis.refuted_if:
+        for r in deciding:
+            if match(hypothesis, r) is not Match.SUPPORTED:
+                return f"hypothesis {hypothesis.id} can no longer be supported ({r.cell_id} {r.label})"
+    return None
+
+
+def expectation_fixed(expectation: Expectation, records: Sequence[AttemptRecord]) -> str | None:
+    """Why no further attempt can change this expect's result (it is violated), or None."""
+    for violation in check_expectations([expectation], records):
+        return f"expect #{expectation.index + 1} already violated by {violation.cell_id} ({violation.got})"
+    return None
+
+
+@dataclass(frozen=True)
+class Decider:
+    """The scheduler's gate: a reason not to launch an attempt, or None to launch it."""
+
+    hypotheses: Sequence[Hypothesis]
+    expectations: Sequence[Expectation]
+    stop_when_decided: bool = False
+    fail_fast: bool = False
+
+    def __call__(self, item: PlannedAttempt, records: Sequence[AttemptRecord]) -> str | None:
+        if self.fail_fast:
+            violated = next((reason for e in self.expectations if (reason := expectation_fixed(e, records))), None)
+            if violated is not None:
+                return f"{violated} (--fail-fast)"
+        return self.skip_reason(item, records) if self.stop_when_decided else None
+
+    def skip_reason(self, item: PlannedAttempt, records: Sequence[AttemptRecord]) -> str | None:
+        """Why `item` can change no verdict and no expect any more, or None if it still can."""
+        params = item.cell.params
+        reasons: list[str] = []
+        for h in self.hypotheses:
+            if selects(h.when, params):
+                fixed = hypothesis_fixed(h, records)
+                if fixed is None:
+                    return None
+                reasons.append(fixed)
+        for e in self.expectations:
+            if selects(e.when, params):
+                fixed = expectation_fixed(e, records)
+                if fixed is None:
+                    return None
+                reasons.append(fixed)
+        return "; ".join(reasons) if reasons else NOTHING_TO_DECIDE
+
+
+def decision_order(
+    planned: Sequence[PlannedAttempt], hypotheses: Sequence[Hypothesis], expectations: Sequence[Expectation]
+) -> list[PlannedAttempt]:
+    """The launch order that decides verdicts soonest, deterministically: first an attempt
+    for each hypothesis not yet tried (a cell deciding several at once first), so an early
+    refutation spares the rest of its cells; then first repeats before later ones; cells
+    that decide more before fewer, expect cells before others, matrix order last. Attempts
+    that decide nothing go at the end (they are skipped)."""
+    decides = {p.name: [h.id for h in hypotheses if selects(h.when, p.cell.params)] for p in planned}
+    expected = {p.name: any(selects(e.when, p.cell.params) for e in expectations) for p in planned}
+    left = list(planned)
+    tried: set[str] = set()
+    order: list[PlannedAttempt] = []
+    while left:
+
+        def key(p: PlannedAttempt) -> tuple[bool, int, int, int, bool, int]:
+            mine = decides[p.name]
+            needed = bool(mine) or expected[p.name]
+            fresh = len(set(mine) - tried)
+            return (needed, fresh, -p.repeat, len(mine), expected[p.name], -p.cell.index)
+
+        best = max(left, key=key)
+        left.remove(best)
+        order.append(best)
+        tried.update(decides[best.name])
+    return order
