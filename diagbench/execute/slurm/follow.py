@@ -93,9 +93,10 @@ class Follow:
         if record.outcome is not Outcome.CANCELLED:
             return record  # a real outcome stands, even if a stop was on its way
         if self.stop is not None:
-            if self.stop.outcome is Outcome.SKIPPED:
-                return self._not_run(Outcome.SKIPPED, f"{self.stop.reason} (Slurm job {self.job_id} stopped)")
-            return dataclasses.replace(record, reason=f"interrupted: diagbench stopped Slurm job {self.job_id}")
+            reason = f"{self.stop.reason} (Slurm job {self.job_id} stopped)"
+            if self.stop.outcome is Outcome.CANCELLED:
+                reason = f"interrupted: diagbench stopped Slurm job {self.job_id}"
+            return dataclasses.replace(record, outcome=self.stop.outcome, reason=reason)  # its log and teardown kept
         # the worker was signalled by someone else: Slurm's final word says by what
         state = self._final_state()
         if state is None or state.state == "COMPLETED":
