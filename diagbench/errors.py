@@ -4,7 +4,8 @@
     └── UserError            the user's input is unusable: exit 2, one message, no traceback
         ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
         ├── RunDirError      a run directory that cannot be used or read back
-        │   └── RecordError  one record (result.json, manifest.json) unreadable: named, never hiding the rest
+        │   ├── RecordError  one record (result.json, manifest.json) unreadable: named, never hiding the rest
+        │   └── WriteError   a record or log that cannot be written (disk full, read-only): the run stops
         └── LaunchError      a server that could not be started (recorded as the outcome `launch_error`)
 
 Any other exception is diagbench's own failure: exit 3, with its traceback (a bug report).
@@ -14,6 +15,8 @@ Foreign errors (yaml, psutil, httpx, OSError) are translated where they are caug
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class DiagbenchError(Exception):
@@ -41,6 +44,14 @@ class RunDirError(UserError):
 
 class RecordError(RunDirError):
     """A record that cannot be read: malformed, mistyped, or written by a newer diagbench."""
+
+
+class WriteError(RunDirError):
+    """A file of the run directory could not be written: the run stops launching and exits 2."""
+
+    def __init__(self, path: Path, exc: OSError):
+        self.path, self.strerror = path, exc.strerror or str(exc)
+        super().__init__(f"cannot write {path}: {self.strerror}")
 
 
 class LaunchError(UserError):

@@ -123,6 +123,20 @@ def runs(tmp_path: Path):
     result = getattr(runner, "last", None)
     if result is not None:
         deadline = time.monotonic() + 3
-        while (left := sweep_tagged(result.run_dir.path.name)) and time.monotonic() < deadline:
+        while (left := sweep_tagged(result.run_dir.path)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert left == [], f"processes left behind: {left}"
+
+
+def diagbench_argv(*args: str) -> list[str]:
+    """The command line of a diagbench process (for tests that run it in the background)."""
+    return [sys.executable, "-m", "diagbench", *args]
+
+
+def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll `condition()` until true (tests of concurrent processes wait on the file system)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

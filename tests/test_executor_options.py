@@ -165,17 +165,8 @@ def prepare_attempt(tmp_path: Path, actions: list[str]) -> tuple[Path, str]:
     attempt = f"{cell.index:03d}-{cell.slug}-r1"
     folder = run_dir / "cells" / attempt
     folder.mkdir(parents=True)
-    JobFile(
-        attempt,
-        cell.id,
-        1,
-        dict(cell.params),
-        str(spec_path.resolve()),
-        spec.sha256,
-        f"r1/{attempt}",
-        time.time(),
-        "77",
-    ).write(folder)
+    job = JobFile(attempt, cell.id, 1, dict(cell.params), str(spec_path.resolve()), spec.sha256, time.time(), "77")
+    job.write(folder)
     return run_dir, attempt
 
 

@@ -6,7 +6,7 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -64,10 +64,6 @@ def write_report(path: Path, text: str, mode: str, run: Path) -> None:
             handle.write(text)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror} (the run itself is recorded in {run})") from None
-
-
-def sigterm_as_interrupt(_signum: int, _frame: object) -> NoReturn:
-    raise KeyboardInterrupt
 
 
 def _version(value: bool) -> None:

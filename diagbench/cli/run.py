@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import Executor, app, err, guarded, out, sigterm_as_interrupt, write_report
+from diagbench.cli.app import Executor, app, err, guarded, out, write_report
 from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.execute.cancel import Cancel
+    from diagbench.execute.pipeline import RunResult
 
 
 @app.command()
@@ -37,19 +40,19 @@ def run(
     slurm_time: Annotated[str | None, typer.Option(help="walltime per job (default: timeout + grace + 2m)")] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
+    from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.choice import requested
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.execute.slots import resolve_slots
-    from diagbench.judge.view import exit_code, view_of
-    from diagbench.records.store import load_run
+    from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
-    from diagbench.render.report import render_junit, render_markdown, render_table
     from diagbench.spec.executor import ExecutorKind, command_line_executor
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
-    signal.signal(signal.SIGTERM, sigterm_as_interrupt)
     loaded_spec = guarded(lambda: load_spec(spec))
+    if run_id is not None:
+        guarded(lambda: check_run_id(run_id))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
@@ -58,7 +61,6 @@ def run(
         slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
         for note in slots.notes:
             err.print(f"diagbench: note: {note}", markup=False)
-    progress = Progress(out)
     options = RunOptions(
         runs_dir,
         run_id,
@@ -72,12 +74,40 @@ def run(
         slots,
         where,
     )
-    try:
-        result = guarded(lambda: execute(loaded_spec, options, progress))
-    finally:
-        progress.close()
+    cancel = Cancel()
+    # from here on a signal stops the run in order: diagbench exits only once every server
+    # is gone and every record, verdict and table is written (a second one hurries it)
+    with stop_on_signals(cancel):
+        _sweep_first("diagbench run --resume" if resume else "diagbench run", cancel)
+        progress = Progress(out)
+        try:
+            result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
+        finally:
+            progress.close()
+        _finish(result, strict, junit)
+
+
+def _sweep_first(by: str, cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's)."""
+    from diagbench.execute.sweep import sweep_host
+    from diagbench.render.cleanup import describe_sweep
+
+    for line in describe_sweep(guarded(lambda: sweep_host(by, cancel.urgent))):
+        err.print(f"diagbench: {line}", markup=False, highlight=False)
+
+
+def _finish(result: RunResult, strict: bool, junit: Path | None) -> NoReturn:
+    """The tables, the reports, and the exit code."""
+    from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.store import load_run
+    from diagbench.render.report import render_junit, render_markdown, render_table
+
     view = guarded(lambda: view_of(load_run(result.run_dir.path)))
     out.print(render_table(view))
+    if result.write_error is not None:
+        kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
+        err.print(f"diagbench: {result.write_error}; {kept}", markup=False)
+        raise typer.Exit(ExitCode.USAGE)
     if junit is not None:
         guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

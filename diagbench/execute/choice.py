@@ -57,7 +57,6 @@ class Placement:
         self,
         spec: Spec,
         run_dir: RunDir,
-        tag_prefix: str,
         slots: SlotPlan,
         gate: Gate | None,
         done: Sequence[AttemptRecord],
@@ -66,8 +65,8 @@ class Placement:
         if self.kind is ExecutorKind.SLURM:
             from diagbench.execute.slurm.executor import SlurmExecutor
 
-            return SlurmExecutor(spec, self.slurm, run_dir, tag_prefix, gate, done, todo)
-        return LocalExecutor(spec.server, run_dir, tag_prefix, slots)
+            return SlurmExecutor(spec, self.slurm, run_dir, gate, done, todo)
+        return LocalExecutor(spec.server, run_dir, slots)
 
 
 def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:

@@ -11,6 +11,7 @@ from diagbench.execute.events import RunEvents
 from diagbench.execute.slots import Slot, SlotPlan
 from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
+from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
@@ -19,12 +20,21 @@ from diagbench.spec.plan import PlannedAttempt
 
 
 class LocalExecutor:
-    """Launches, watches and tears down each attempt on this host, with the shared scanner."""
+    """Launches, watches and tears down each attempt on this host.
 
-    def __init__(self, server: ServerSpec, run_dir: RunDir, tag_prefix: str, slots: SlotPlan | None = None):
-        self.server, self.run_dir, self.tag_prefix, self.slots = server, run_dir, tag_prefix, slots
+    The signatures are compiled once and shared; each attempt scans with its own fork of
+    the scanner (concurrent attempts must not share hyperscan's scratch). Every tree is
+    tagged with a nonce of this executor's own, so no other invocation's teardown, even
+    one with the same run id, can reach it."""
+
+    def __init__(self, server: ServerSpec, run_dir: RunDir, slots: SlotPlan | None = None):
+        self.server, self.run_dir, self.slots = server, run_dir, slots
         self.scanner = Scanner(server.signatures)
+        self.nonce = new_nonce()
         self.baseline = gpu.memory_used_mib()
+
+    def tag(self, item: PlannedAttempt) -> Tag:
+        return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve())
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
         watched = self._watched(slot)
@@ -36,10 +46,11 @@ class LocalExecutor:
             item,
             server,
             self.run_dir.attempt_dir(item.name),
-            self.scanner,
-            f"{self.tag_prefix}/{item.name}",
+            self.scanner.fork(),
+            self.tag(item),
             cancel.read_fd,
             events.on_phase,
+            hurry=cancel.urgent,
         )
         if gpu_info is not None:
             after = gpu.memory_used_mib()

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagbench.errors import UserError
+from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
-from diagbench.execute.choice import place
+from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan
@@ -23,6 +23,7 @@ from diagbench.records.store import (
     RunDir,
     load_run,
     new_run_id,
+    open_existing_run,
     open_run,
 )
 from diagbench.spec.executor import ExecutorSpec
@@ -41,6 +42,7 @@ class RunResult:
     violations: list[Violation] = field(default_factory=list)
     interrupted: bool = False
     harness_errors: list[str] = field(default_factory=list)
+    write_error: WriteError | None = None  # the run stopped: a record or log could not be written
 
 
 def judge_run(spec: Spec, records: Sequence[AttemptRecord]) -> tuple[list[Verdict], list[Violation]]:
@@ -69,38 +71,65 @@ def execute(
     spec: Spec,
     options: RunOptions,
     events: RunEvents,
+    cancel: Cancel | None = None,
 ) -> RunResult:
-    """The run pipeline: select cells, plan, open the run, pre-register, launch, judge."""
+    """The run pipeline: select cells, plan, open the run, pre-register, launch, judge.
+    `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
     placement = place(spec, options.executor, options.runs_dir, options.resume)  # Slurm: checked here
     if options.stop_when_decided and not (spec.hypotheses or spec.expectations):
         raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
+    slots: SlotPlan | None = None
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
-        slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned) - len(done))
     else:
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
         slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned))
         run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
-        facts = host.collect(spec.path.resolve().parent)
-        settings = {**_settings(options, slots), "executor": placement.to_json()}
-        run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
-    events.on_open(run_dir, planned)
+    own_cancel = cancel is None
+    cancel = cancel or Cancel()
+    try:  # the run directory is locked from here on: released however this ends
+        if slots is None:
+            slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned) - len(done))
+        if options.resume is None:
+            facts = host.collect(spec.path.resolve().parent)
+            settings = {**_settings(options, slots), "executor": placement.to_json()}
+            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
+        events.on_open(run_dir, planned)
+        result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
+    finally:
+        run_dir.release()
+        if own_cancel:
+            cancel.close()
+    return result
+
+
+def _launch_and_judge(
+    spec: Spec,
+    options: RunOptions,
+    placement: Placement,
+    slots: SlotPlan,
+    run_dir: RunDir,
+    planned: list[PlannedAttempt],
+    done: list[AttemptRecord],
+    events: RunEvents,
+    cancel: Cancel,
+) -> RunResult:
     finished = {r.attempt for r in done}
-    cancel = Cancel()
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
-    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
-    executor = placement.executor(spec, run_dir, run_dir.path.name, slots, decider, done, todo)
-    try:
-        scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
-    finally:
-        cancel.close()
+    executor = placement.executor(spec, run_dir, slots, decider, done, todo)
+    scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
     order = {p.name: i for i, p in enumerate(planned)}
     records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))
     result = RunResult(run_dir, records, interrupted=scheduled.interrupted, harness_errors=scheduled.harness_errors)
+    result.write_error = scheduled.write_error
     result.verdicts, result.violations = judge_run(spec, records)
-    run_dir.write_verdicts([v.to_json() for v in result.verdicts])
+    try:
+        run_dir.write_verdicts([v.to_json() for v in result.verdicts])
+    except WriteError as exc:
+        result.write_error = result.write_error or exc
     return result
 
 
@@ -119,13 +148,19 @@ def _settings(options: RunOptions, slots: SlotPlan) -> dict[str, Any]:
 
 
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:
-    """An interrupted run to finish: same spec (by hash), its plan, and what already ended."""
-    loaded = load_run(path)
-    if loaded.manifest.get("spec_sha256") != spec.sha256:
-        raise UserError(
-            f"{path}: the spec changed since this run started (its sha256 differs); "
-            "resume with the spec it was started with, or start a new run"
-        )
+    """An interrupted run to finish, locked for this diagbench: same spec (by hash), its
+    plan, and what already ended."""
+    run_dir = open_existing_run(path)
+    try:
+        loaded = load_run(path)
+        if loaded.manifest.get("spec_sha256") != spec.sha256:
+            raise UserError(
+                f"{path}: the spec changed since this run started (its sha256 differs); "
+                "resume with the spec it was started with, or start a new run"
+            )
+    except BaseException:
+        run_dir.release()
+        raise
     cells = {c.id: c for c in spec.cells}
     planned = [
         PlannedAttempt(cells[a["cell_id"]], int(a["repeat"]))
@@ -133,4 +168,4 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
         if a.get("cell_id") in cells
     ]
     done = [r for r in loaded.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)]
-    return RunDir(loaded.path), planned, done
+    return run_dir, planned, done

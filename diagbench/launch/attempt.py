@@ -7,6 +7,7 @@ import os
 import selectors
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -14,17 +15,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from diagbench.errors import LaunchError
+from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.command import build_command, build_env, probe_url
+from diagbench.launch.logfile import CappedLog, LogStats
+from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import HttpProbe
-from diagbench.launch.process import (
-    Launch,
-    ServerProcess,
-    Teardown,
-    free_port,
-    port_holder,
-    stop_tree,
-)
+from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
+from diagbench.launch.tags import Owner, Tag, caches_prefix
 from diagbench.logs.scan import LineSplitter, Scanner
 from diagbench.logs.watch import Decision, ReadyRule, Watch
 from diagbench.records.record import AttemptRecord
@@ -46,15 +43,19 @@ PhaseCallback = Callable[[PlannedAttempt, str], None]
 class _Reader:
     """Pipe -> server.log and -> scanner -> watch, a chunk at a time."""
 
-    def __init__(self, server: ServerProcess, log_fd: int, scanner: Scanner, watch: Watch):
-        self.server, self.log_fd, self.scanner, self.watch = server, log_fd, scanner, watch
+    def __init__(self, server: ServerProcess, log: CappedLog, scanner: Scanner, watch: Watch):
+        self.server, self.log, self.scanner, self.watch = server, log, scanner, watch
         self.splitter = LineSplitter()
         self.line_no = 0
         self.bytes = 0
         self.eof = False
 
-    def pump(self, reads: int = READS_PER_WAKE) -> None:
+    def pump(self, reads: int = READS_PER_WAKE, after_decision: bool = False) -> None:
+        """Read up to `reads` chunks; stop at the decision (the log's tail is pinned there)
+        unless this is the drain after it."""
         for _ in range(reads):
+            if self.watch.decision is not None and not after_decision:
+                return
             data = self.server.read()
             if data is None:
                 self.eof = True
@@ -64,7 +65,9 @@ class _Reader:
                 self._provisional()
                 return
             self.bytes += len(data)
-            _write_all(self.log_fd, data)
+            self.log.write(data)
+            if self.log.error is not None:  # the disk, not the server: stop this attempt (and the run)
+                self.watch.stop(Outcome.CANCELLED, f"stopped: {self.log.error}", time.monotonic())
             if self.watch.decision is None:
                 self._lines(self.splitter.feed(data))
         self._provisional()
@@ -86,46 +89,47 @@ class _Reader:
         self.watch.feed(hits, self.line_no, time.monotonic())
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def run_attempt(
     planned: PlannedAttempt,
     server: ServerSpec,
     folder: Path,
     scanner: Scanner,
-    tag: str,
+    tag: Tag,
     cancel_fd: int,
     on_phase: PhaseCallback,
+    hurry: threading.Event | None = None,
 ) -> AttemptRecord:
-    """Launch one attempt and return its record (not yet written)."""
-    with _compile_caches(server) as caches:
+    """Launch one attempt and return its record (not yet written). `scanner` is this
+    attempt's own (see Scanner.fork); `hurry` cuts the teardown's grace short.
+    Raises WriteError, after teardown, when server.log could not be written."""
+    port_label = f"attempt {planned.name} of {tag.run_dir}"
+    with _compile_caches(server, tag.owner) as caches, lease_port(server.port, port_label) as lease:
         t0 = time.monotonic()
-        port = server.port if server.port is not None else free_port()
-        argv = build_command(server, planned.cell, port)
-        env, changes = build_env(server, planned.cell, port, tag, caches)
+        argv = build_command(server, planned.cell, lease.port)
+        env, changes = build_env(server, planned.cell, lease.port, tag, caches)
         base = _record_start(planned, argv, changes)
-        holder = port_holder(port) if server.port is not None else None
-        if holder is not None:
-            return _launch_error(
-                base, f"port {port} is already in use by {holder} (stop it, or set server.port: auto)", t0
-            )
+        if lease.holder is not None:
+            reason = f"port {lease.port} is already in use by {lease.holder} (stop it, or set server.port: auto)"
+            return _launch_error(base, reason, t0)
         watch = Watch(_ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle)
-        log_fd = os.open(folder / "server.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            log = CappedLog(folder / "server.log", server.max_log)
+        except OSError as exc:
+            raise WriteError(folder / "server.log", exc) from None
         try:
             try:
                 proc = ServerProcess(Launch(argv, env, server.cwd, server.shell, tag))
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
-            reader = _Reader(proc, log_fd, scanner, watch)
-            decision, teardown = _supervise(proc, reader, server, port, cancel_fd, planned, on_phase)
+            reader = _Reader(proc, log, scanner, watch)
+            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, on_phase, hurry)
         finally:
-            os.close(log_fd)
+            stats = log.close()
+        if log.error is not None:
+            raise log.error
         decision = _shell_could_not_start(decision) if server.shell else decision
-        return _record(base, decision, watch, reader, teardown, t0)
+        decision = _name_port_holder(decision, lease.port)
+        return _record(base, decision, watch, reader, teardown, t0, stats)
 
 
 def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[str, str | None]) -> dict[str, Any]:
@@ -151,12 +155,13 @@ def _ready_rule(server: ServerSpec) -> ReadyRule:
 
 
 @contextlib.contextmanager
-def _compile_caches(server: ServerSpec) -> Iterator[Path | None]:
-    """A new empty folder for this attempt's compile caches, removed afterwards (fresh_caches)."""
+def _compile_caches(server: ServerSpec, owner: Owner) -> Iterator[Path | None]:
+    """A new empty folder for this attempt's compile caches, removed afterwards (fresh_caches).
+    Its name carries its owner, so a later diagbench removes it if this one dies first."""
     if not server.fresh_caches:
         yield None
         return
-    folder = Path(tempfile.mkdtemp(prefix="diagbench-caches-"))
+    folder = Path(tempfile.mkdtemp(prefix=caches_prefix(owner)))
     try:
         yield folder
     finally:
@@ -171,6 +176,7 @@ def _supervise(
     cancel_fd: int,
     planned: PlannedAttempt,
     on_phase: PhaseCallback,
+    hurry: threading.Event | None,
 ) -> tuple[Decision, Teardown]:
     """Watch the server until decided, then stop its whole tree, whatever happened."""
     probe_r, probe_w = os.pipe()
@@ -179,10 +185,11 @@ def _supervise(
         if probe:
             probe.start()
         decision = _watch(proc, reader, reader.watch, probe_r, cancel_fd, planned, on_phase)
+        reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
     finally:
         if probe:
             probe.stop()
-        teardown = stop_tree(proc, server.grace)
+        teardown = stop_tree(proc, server.grace, hurry)
         _drain(reader)
         proc.close()
         if probe:  # it may be inside a GET; it must not write to the pipe once closed
@@ -193,7 +200,13 @@ def _supervise(
 
 
 def _record(
-    base: dict[str, Any], decision: Decision, watch: Watch, reader: _Reader, teardown: Teardown, t0: float
+    base: dict[str, Any],
+    decision: Decision,
+    watch: Watch,
+    reader: _Reader,
+    teardown: Teardown,
+    t0: float,
+    log: LogStats,
 ) -> AttemptRecord:
     return AttemptRecord(
         **base,
@@ -211,6 +224,9 @@ def _record(
         ended_at=_now_iso(),
         log_bytes=reader.bytes,
         log_lines=reader.line_no,
+        log_truncated=log.truncated,
+        log_kept_bytes=log.kept,
+        log_dropped_bytes=log.dropped,
         killed=teardown.killed,
         left_behind=teardown.left_behind,
         teardown_s=round(teardown.seconds, 4),
@@ -273,7 +289,7 @@ def _drain(reader: _Reader) -> None:
         while not reader.eof and (left := end - time.monotonic()) > 0:
             if not sel.select(left):
                 return
-            reader.pump()
+            reader.pump(after_decision=True)
 
 
 def _shell_could_not_start(decision: Decision) -> Decision:
@@ -284,6 +300,17 @@ def _shell_could_not_start(decision: Decision) -> Decision:
         return decision
     reason = f"/bin/sh could not start the command: {words[decision.exit_code]} (exit {decision.exit_code})"
     return replace(decision, outcome=Outcome.LAUNCH_ERROR, reason=reason)
+
+
+def _name_port_holder(decision: Decision, port: int) -> Decision:
+    """A server that could not bind its port: say who holds it (a foreign program that
+    took it between diagbench's check and the server's bind)."""
+    if decision.failure_class != "port_in_use":
+        return decision
+    holder = port_holder(port)
+    if holder is None:
+        return decision
+    return replace(decision, reason=f"{decision.reason}; port {port} is held by {holder}")
 
 
 def _launch_error(base: dict[str, Any], reason: str, t0: float) -> AttemptRecord:

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from diagbench.launch.process import TAG_VAR
+from diagbench.launch.tags import Tag
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.matrix import Cell
 
@@ -23,7 +23,7 @@ def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str,
 
 
 def build_env(
-    server: ServerSpec, cell: Cell, port: int, tag: str, caches: Path | None = None
+    server: ServerSpec, cell: Cell, port: int, tag: Tag, caches: Path | None = None
 ) -> tuple[dict[str, str], dict[str, str | None]]:
     """The full environment, and the changes made to the inherited one (for the record)."""
     changes: dict[str, str | None] = {"PYTHONUNBUFFERED": "1"}  # so Python servers' lines arrive as written
@@ -37,7 +37,7 @@ def build_env(
             env.pop(key, None)
         else:
             env[key] = value
-    env[TAG_VAR] = tag
+    env.update(tag.env())  # whose this tree is: teardown and a later cleanup find it by these
     return env, changes
 
 

@@ -2,29 +2,35 @@
 
 Every server starts in its own session (so a signal to the group reaches its workers)
 and carries a tag variable that its descendants inherit, so teardown also finds workers
-that double-forked and called setsid to leave the group.
+that double-forked and called setsid to leave the group. On Linux the server also dies
+with the thread that launched it (a parent-death signal), so a diagbench killed with
+SIGKILL leaves no main process behind; what its workers leave, `reaper` finds by tag.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from diagbench.errors import LaunchError
+from diagbench.launch.tags import TAG_VAR, Tag
 from diagbench.records.record import Killed
 
-TAG_VAR = "DIAGBENCH_ATTEMPT"
 KILL_CONFIRM_S = 5.0  # after SIGKILL, how long to wait for the kernel to reap
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_SIGKILL = int(signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,7 @@ class Launch:
     env: Mapping[str, str]
     cwd: Path
     shell: bool
-    tag: str
+    tag: Tag
 
 
 class ServerProcess:
@@ -56,6 +62,7 @@ class ServerProcess:
                 cwd=launch.cwd,
                 start_new_session=True,  # own session and group: a signal to the group stops the tree
                 close_fds=True,
+                preexec_fn=_die_with_parent(),  # a SIGKILLed diagbench takes its server with it
             )
         except FileNotFoundError:
             raise LaunchError(f"executable '{argv[0]}' not found (install it or fix server.command)") from None
@@ -94,6 +101,41 @@ class ServerProcess:
             self.popen.stdout.close()
 
 
+def _load_prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once, before any fork (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """What the child runs between fork and exec: ask for SIGKILL when its parent goes.
+
+    It runs in a copy of a threaded process, so it stays trivial: one system call through
+    a function looked up before the fork, one more to catch a parent already gone. Linux
+    sends the signal when the *thread* that forked exits, so attempts launch from a worker
+    that outlives its server (the scheduler's)."""
+    prctl, parent = _PRCTL, os.getpid()
+    if prctl is None:
+        return None
+
+    def child() -> None:
+        prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # diagbench died between fork and prctl
+            os._exit(1)
+
+    return child
+
+
 def _pidfd(pid: int) -> int | None:
     """A descriptor that polls readable when `pid` exits (Linux 5.3+); None elsewhere."""
     opener = getattr(os, "pidfd_open", None)
@@ -118,44 +160,60 @@ class Teardown:
     seconds: float = 0.0
 
 
-def stop_tree(server: ServerProcess, grace: float) -> Teardown:
-    """SIGTERM the group and every tagged process, wait `grace` on one shared deadline,
-    SIGKILL the survivors, and confirm none is left."""
+def stop_tree(server: ServerProcess, grace: float, hurry: threading.Event | None = None) -> Teardown:
+    """SIGTERM the group and every tagged process, wait `grace` on one shared deadline
+    (cut short when `hurry` is set), SIGKILL the survivors, and confirm none is left."""
+    report = stop_processes(lambda: _members(server), lambda: [server.pid], grace, hurry)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        server.popen.wait(timeout=KILL_CONFIRM_S)  # reap the main process
+    return report
+
+
+def stop_processes(
+    find: Callable[[], list[psutil.Process]],
+    groups: Callable[[], Iterable[int]],
+    grace: float,
+    hurry: threading.Event | None = None,
+) -> Teardown:
+    """Teardown of whatever `find` returns and the process `groups`: SIGTERM, one shared
+    grace deadline, SIGKILL for survivors and anything they forked while dying."""
     started = time.monotonic()
     report = Teardown(sigterm_at=time.time())
-    _signal_group(server.pid, signal.SIGTERM)  # the group first: that is most of the tree, at once
-    procs = _members(server)
+    procs = find()  # before the first signal: what dies of it at once is still named in `killed`
     names = {p.pid: _name(p) for p in procs}
+    for pgid in groups():  # the group first: that is most of the tree, at once
+        _signal_group(pgid, signal.SIGTERM)
     for proc in procs:
         _send(proc, signal.SIGTERM)
-    alive = _wait_gone(procs, grace)
+    alive = _wait_gone(procs, grace, hurry)
     termed = {p.pid for p in procs} - {p.pid for p in alive}
     report.killed.extend(Killed(pid, names[pid], "SIGTERM") for pid in sorted(termed))
     for _round in range(3):  # survivors, and anything they forked while dying
-        alive = list({p.pid: p for p in [*alive, *_members(server)]}.values())
+        alive = list({p.pid: p for p in [*alive, *find()]}.values())
         if not alive:
             break
-        _signal_group(server.pid, signal.SIGKILL)
+        for pgid in groups():
+            _signal_group(pgid, signal.SIGKILL)
         for proc in alive:
             names.setdefault(proc.pid, _name(proc))
             _send(proc, signal.SIGKILL)
         report.killed.extend(Killed(p.pid, names[p.pid], "SIGKILL") for p in alive)
         alive = _wait_gone(alive, KILL_CONFIRM_S)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        server.popen.wait(timeout=KILL_CONFIRM_S)  # reap the main process
-    report.left_behind = [p.pid for p in _members(server)]
+    report.left_behind = [p.pid for p in find()]
     report.seconds = time.monotonic() - started
     return report
 
 
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+def _wait_gone(
+    procs: list[psutil.Process], timeout: float, hurry: threading.Event | None = None
+) -> list[psutil.Process]:
     """Wait until every process has exited (a zombie counts as gone: it runs nothing and
-    holds no port), up to `timeout`; returns the ones still running. Processes that are
-    not our children cannot be waited on, so this polls, from 5 ms up to 50 ms."""
+    holds no port), up to `timeout` or until `hurry` is set; returns the ones still running.
+    Processes that are not our children cannot be waited on, so this polls, 5 ms to 50 ms."""
     deadline = time.monotonic() + timeout
     delay = 0.005
     alive = [p for p in procs if _running(p)]
-    while alive and (left := deadline - time.monotonic()) > 0:
+    while alive and (left := deadline - time.monotonic()) > 0 and not (hurry and hurry.is_set()):
         time.sleep(min(delay, left))
         delay = min(delay * 2, 0.05)
         alive = [p for p in alive if _running(p)]
@@ -178,7 +236,7 @@ def _members(server: ServerProcess) -> list[psutil.Process]:
             found[main.pid] = main
         for child in main.children(recursive=True):
             found[child.pid] = child
-    marker = _tag_marker(server.launch.tag) + b"\0"
+    marker = _tag_marker(server.launch.tag.value) + b"\0"
     me = os.getpid()
     for proc in psutil.process_iter():
         if proc.pid in found or proc.pid == me:
@@ -205,6 +263,8 @@ def _environ_bytes(proc: psutil.Process) -> bytes:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    if pgid <= 1 or pgid == os.getpgrp():  # never our own group, whatever a tag claims
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
@@ -221,38 +281,46 @@ def _name(proc: psutil.Process) -> str:
         return "?"
 
 
-# -- ports ------------------------------------------------------------------------------
+# -- tagged processes, whoever launched them ----------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
-
-def port_holder(port: int) -> str | None:
-    """None if `port` can be bound; else who holds it, as words for a message."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no holder
-        try:
-            sock.bind(("", port))
-            return None
-        except OSError:
-            pass
-    with contextlib.suppress(psutil.Error, OSError):
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-                proc = psutil.Process(conn.pid)
-                return f"pid {conn.pid} ({' '.join(proc.cmdline())[:120]})"
-    return "another process"
-
-
-def sweep_tagged(tag_prefix: str) -> list[int]:
-    """Pids of any live process whose tag starts with `tag_prefix` (a safety net for tests)."""
-    marker = _tag_marker(tag_prefix)
-    out = []
+def tagged_processes() -> Iterator[tuple[psutil.Process, Tag]]:
+    """Every live process of this user that carries a diagbench tag (of any invocation),
+    with its tag. Other users' processes are never listed, even for root: a tag is only
+    an environment variable, which anyone can set."""
+    me, uid = os.getpid(), os.getuid()
     for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
         with contextlib.suppress(psutil.Error, OSError):
-            if proc.status() != psutil.STATUS_ZOMBIE and marker in _environ_bytes(proc):
-                out.append(proc.pid)
-    return out
+            raw = _environ_bytes(proc)
+            if _tag_marker("") not in raw or proc.uids().real != uid or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            tag = Tag.from_env(_diagbench_vars(raw))
+            if tag is not None:
+                yield proc, tag
+
+
+def _diagbench_vars(raw: bytes) -> dict[str, str]:
+    found = {}
+    for item in raw.split(b"\0"):
+        if item.startswith(b"DIAGBENCH_"):
+            name, _, value = item.partition(b"=")
+            found[name.decode()] = value.decode("utf-8", errors="surrogateescape")
+    return found
+
+
+def process_group(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid)
+    except OSError:
+        return None
+
+
+def sweep_tagged(run: str | Path) -> list[int]:
+    """Pids of live processes launched for the run directory `run` (a path), or for any run
+    directory named `run` (a run id): a safety net for tests."""
+    if isinstance(run, Path) or "/" in str(run):
+        path = Path(run).resolve()
+        return [p.pid for p, tag in tagged_processes() if tag.run_dir == path]
+    return [p.pid for p, tag in tagged_processes() if tag.run_dir.name == run]

@@ -14,10 +14,12 @@ but an order of magnitude slower. Patterns hyperscan cannot compile use the `re`
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import os
 import re
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,14 +143,19 @@ def _alternatives(items: list[tuple[object, object]]) -> list[bytes] | None:
 
 class _HyperscanEngine:
     """All patterns in one hyperscan block-mode database (cached on disk once compiled:
-    compiling the built-in packs takes ~0.15 s, loading them back ~0.1 ms)."""
+    compiling the built-in packs takes ~0.15 s, loading them back ~0.1 ms).
+
+    The database is read-only and shared; a scratch is a scan's working memory and
+    serves one scan at a time (hyperscan releases the GIL while it scans), so every
+    `fork` gets its own scratch, cloned from a prototype that never scans."""
+
+    _clone_lock = threading.Lock()
 
     def __init__(self, indexed: Sequence[tuple[int, bytes]]):
         key = hashlib.sha256(repr((getattr(hyperscan, "__version__", "?"), list(indexed))).encode()).hexdigest()[:32]
         cached = _cache_dir() / f"hyperscan-{key}.db"
         try:
             self.db = hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK)
-            self.db.scratch = hyperscan.Scratch(self.db)
         except (OSError, hyperscan.error):
             self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             self.db.compile(
@@ -158,6 +165,18 @@ class _HyperscanEngine:
                 flags=[hyperscan.HS_FLAG_MULTILINE] * len(indexed),
             )
             _store(cached, hyperscan.dumpb(self.db))
+        self._prototype = hyperscan.Scratch(self.db)
+        self.scratch = self._clone_scratch()
+
+    def _clone_scratch(self) -> hyperscan.Scratch:
+        with self._clone_lock:
+            return self._prototype.clone()
+
+    def fork(self) -> _HyperscanEngine:
+        """The same database with a scratch of its own, for one more concurrent scanner."""
+        twin = copy.copy(self)
+        twin.scratch = self._clone_scratch()
+        return twin
 
     def __call__(self, buf: bytes) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
@@ -166,7 +185,7 @@ class _HyperscanEngine:
         def on_match(sig: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             add((end - 1, sig))  # an offset inside the matched line
 
-        self.db.scan(buf, match_event_handler=on_match)
+        self.db.scan(buf, match_event_handler=on_match, scratch=self.scratch)
         return found
 
 
@@ -246,6 +265,14 @@ class Scanner:
         if self.engine_name == "re" and not self._decisive:
             self.engine_name = phase_engine
 
+    def fork(self) -> Scanner:
+        """A scanner for one more thread: the compiled patterns are shared, the scan state
+        (hyperscan's scratch) is its own. One scanner must never scan in two threads at once."""
+        twin = copy.copy(self)
+        twin._decisive = [_fork(e) for e in self._decisive]
+        twin._phases = [_fork(e) for e in self._phases]
+        return twin
+
     def scan(self, buf: bytes, first_line_no: int) -> list[Hit]:
         """Hits in `buf` (whole lines, b"\\n"-terminated), in line order."""
         candidates: list[tuple[int, int]] = []
@@ -294,6 +321,11 @@ class Scanner:
             counted_to = item.start
             hits.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
         return hits
+
+
+def _fork(engine: Candidates) -> Candidates:
+    """Engines with scan state get their own; the `re` engines hold none and are shared."""
+    return engine.fork() if isinstance(engine, _HyperscanEngine) else engine
 
 
 @dataclass(frozen=True)

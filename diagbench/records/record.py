@@ -48,8 +48,11 @@ class AttemptRecord:
     duration_s: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    log_bytes: int = 0
+    log_bytes: int = 0  # what the server wrote
     log_lines: int = 0
+    log_truncated: bool = False  # server.max_log was passed: server.log has the head and the last part
+    log_kept_bytes: int = 0  # bytes in server.log (marker lines included)
+    log_dropped_bytes: int = 0
     killed: list[Killed] = field(default_factory=list)
     left_behind: list[int] = field(default_factory=list)  # pids that survived SIGKILL (should be empty)
     teardown_s: float | None = None

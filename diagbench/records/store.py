@@ -3,51 +3,75 @@
 runs/<run-id>/manifest.json      written before the first launch
 runs/<run-id>/cells/<attempt>/   server.log, result.json
 runs/<run-id>/verdicts.json
+runs/<run-id>/.lock              flock-ed by the one diagbench writing the run (`run`, `--resume`)
 runs/latest -> <run-id>
+
+Records are written whole or not at all; a write that fails (disk full, read-only) is a
+`WriteError` naming the file and the OS's words, and what was written before stays readable.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
-import tempfile
+import secrets
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagbench.errors import RunDirError
+from diagbench.errors import RunDirError, UserError, WriteError
 from diagbench.records.record import AttemptRecord
 
 MANIFEST_VERSION = 1
+LOCK_FILE = ".lock"
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write atomically: a reader sees the old file or the whole new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write atomically: a reader sees the old file or the whole new one, never half.
+    Created like server.log (0644 less the umask): records and logs read alike."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise WriteError(path, exc) from None
 
 
 def new_run_id(spec_name: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec_name).strip("-") or "run"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec_name).strip("-.") or "run"
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + "-" + safe
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id is one plain folder name under the runs directory: nothing else is written."""
+    if not _RUN_ID.fullmatch(run_id) or run_id == "latest":
+        why = "is reserved (runs/latest points at the newest run)" if run_id == "latest" else "is not a plain name"
+        raise UserError(
+            f"--run-id {run_id!r} {why}: use letters, digits, '.', '_' and '-', "
+            "not starting with '.' (e.g. --run-id nightly-2025-05-01)"
+        )
 
 
 @dataclass(frozen=True)
 class RunDir:
     path: Path
+    lock: RunLock | None = field(default=None, compare=False, repr=False)  # held while this diagbench writes it
 
     @property
     def cells(self) -> Path:
@@ -55,8 +79,15 @@ class RunDir:
 
     def attempt_dir(self, attempt: str) -> Path:
         folder = self.cells / attempt
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteError(folder, exc) from None
         return folder
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(self.path / "manifest.json", manifest)
@@ -69,16 +100,103 @@ class RunDir:
 
 
 def open_run(runs_dir: Path, run_id: str) -> RunDir:
+    """A new run directory, locked for this diagbench."""
+    check_run_id(run_id)
     path = runs_dir / run_id
     try:
         path.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise RunDirError(f"run directory {path} already exists (choose another --run-id)") from None
+        holder = lock_holder(path)
+        busy = f", in use by diagbench {holder}" if holder else ""
+        raise RunDirError(f"run directory {path} already exists{busy} (choose another --run-id)") from None
     except OSError as exc:
         raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
-    (path / "cells").mkdir()
+    lock = lock_run(path)
+    try:
+        (path / "cells").mkdir()
+    except OSError as exc:
+        lock.release()
+        raise WriteError(path / "cells", exc) from None
     _point_latest(runs_dir, run_id)
-    return RunDir(path)
+    return RunDir(path, lock)
+
+
+def open_existing_run(path: Path) -> RunDir:
+    """An existing run directory to finish, locked for this diagbench."""
+    return RunDir(path, lock_run(path))
+
+
+class RunLock:
+    """An `flock` on <run>/.lock: one diagbench at a time writes a run directory. The
+    kernel drops it when its holder dies, so a killed diagbench never leaves it stuck."""
+
+    _held: dict[Path, RunLock] = {}  # noqa: RUF012  # this process's locks, by run directory
+    _guard = threading.Lock()
+
+    def __init__(self, path: Path, fd: int | None):
+        self.path, self.fd = path, fd
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        with RunLock._guard:
+            RunLock._held.pop(self.path, None)
+        os.close(self.fd)  # closing drops the flock
+        self.fd = None
+
+
+def lock_run(path: Path) -> RunLock:
+    """Lock the run directory for this process, or say who has it (exit 2)."""
+    lock = try_lock_run(path)
+    if lock is None:
+        raise RunDirError(
+            f"run directory {path} is in use by diagbench {lock_holder(path) or '(pid unknown)'} "
+            "(wait for it to finish, or stop it; then run again)"
+        )
+    return lock
+
+
+def try_lock_run(path: Path) -> RunLock | None:
+    """The run directory's lock, or None if another diagbench holds it. Where this process
+    holds it already, a lock whose release does nothing."""
+    key = path.resolve()
+    with RunLock._guard:  # threads of one process take it one at a time, and see each other's
+        if key in RunLock._held:
+            return RunLock(key, None)
+        try:
+            fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise RunDirError(f"cannot lock run directory {path}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError:  # a file system without locks (some network mounts): proceed unguarded
+            pass
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
+        lock = RunLock(key, fd)
+        RunLock._held[key] = lock
+    return lock
+
+
+def lock_holder(path: Path) -> str | None:
+    """'pid N' of the diagbench holding the run directory, or None if nobody does."""
+    try:
+        fd = os.open(path / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 100, 0).decode("utf-8", errors="replace").strip() or "(pid unknown)"
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None
 
 
 def _point_latest(runs_dir: Path, run_id: str) -> None:

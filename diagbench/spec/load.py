@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
+DEFAULT_MAX_LOG = 1 << 30  # server.log keeps its head and last part past this (a flooding server)
+MIN_MAX_LOG = 64 << 10
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
+_SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
 _TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus", "executor")
 _SERVER_KEYS = (
@@ -35,6 +40,7 @@ _SERVER_KEYS = (
     "grace",
     "settle",
     "fresh_caches",
+    "max_log",
     "gpus",
 )
 # compile caches that carry kernels (and their autotune results) from one launch to the next
@@ -56,6 +62,7 @@ class ServerSpec:
     grace: float
     settle: float = SETTLE_S  # how long a failure line waits for a wrapper line to name it
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
+    max_log: int = DEFAULT_MAX_LOG  # bytes of server.log before only its head and last part are kept
     gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
 
 
@@ -93,6 +100,7 @@ class Spec:
                 "grace_s": s.grace,
                 "settle_s": s.settle,
                 "fresh_caches": list(s.fresh_caches),
+                "max_log": s.max_log,
                 "gpus": s.gpus,
             },
             "gpus": self.gpus.to_json() if self.gpus else None,
@@ -169,6 +177,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
         settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
         fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
+        max_log=_parse_size(keys["max_log"]) if "max_log" in keys else DEFAULT_MAX_LOG,
         gpus=parse_gpus_per_attempt(keys["gpus"]) if "gpus" in keys else None,
     )
 
@@ -194,6 +203,15 @@ def _parse_fresh_caches(src: Src) -> tuple[str, ...]:
     if src.is_list():
         return tuple(item.string("a variable name") for item in src.items())
     return COMPILE_CACHE_VARS if src.boolean() else ()
+
+
+def _parse_size(src: Src) -> int:
+    """`1GiB`, `500MB`, `64KiB`, or a number of bytes; at least 64 KiB."""
+    found = _SIZE.match(src.text("a size like 1GiB or 500MB"))
+    size = int(float(found.group(1)) * _SIZE_UNITS[found.group(2)]) if found else 0
+    if size < MIN_MAX_LOG:
+        raise src.expected("a size of at least 64KiB, like 1GiB, 500MB or 64KiB")
+    return size
 
 
 def _parse_port(src: Src) -> int | None:

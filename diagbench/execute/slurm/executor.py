@@ -45,12 +45,11 @@ class SlurmExecutor:
         spec: Spec,
         settings: SlurmSettings,
         run_dir: RunDir,
-        tag_prefix: str,
         gate: Gate | None = None,
         done: Sequence[AttemptRecord] = (),
         order: Sequence[PlannedAttempt] = (),
     ):
-        self.spec, self.settings, self.run_dir, self.tag_prefix = spec, settings, run_dir, tag_prefix
+        self.spec, self.settings, self.run_dir = spec, settings, run_dir
         self.board = JobBoard()
         self._lock = threading.Lock()
         self._finished = list(done)
@@ -108,7 +107,6 @@ class SlurmExecutor:
             params=dict(item.cell.params),
             spec_path=str(self.spec.path.resolve()),
             spec_sha256=self.spec.sha256,
-            tag=f"{self.tag_prefix}/{item.name}",
             submitted_at=time.time(),
         )
         job.write(folder)

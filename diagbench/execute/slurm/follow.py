@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from diagbench.errors import RecordError
-from diagbench.execute.cancel import Cancel
+from diagbench.execute.cancel import INTERRUPTED, Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.scheduler import not_run
 from diagbench.execute.slurm import commands
@@ -93,9 +93,7 @@ class Follow:
         if record.outcome is not Outcome.CANCELLED:
             return record  # a real outcome stands, even if a stop was on its way
         if self.stop is not None:
-            reason = f"{self.stop.reason} (Slurm job {self.job_id} stopped)"
-            if self.stop.outcome is Outcome.CANCELLED:
-                reason = f"interrupted: diagbench stopped Slurm job {self.job_id}"
+            reason = f"{self.stop.reason} (diagbench stopped Slurm job {self.job_id})"
             return dataclasses.replace(record, outcome=self.stop.outcome, reason=reason)  # its log and teardown kept
         # the worker was signalled by someone else: Slurm's final word says by what
         state = self._final_state()
@@ -172,12 +170,15 @@ class Follow:
     def _maybe_stop(self, state: JobState | None) -> None:
         if self.stop is None:
             if self.cancel.is_set():
-                self._ask_stop(Outcome.CANCELLED, "interrupted", state)
+                self._ask_stop(Outcome.CANCELLED, self.cancel.reason or INTERRUPTED, state)
             elif (reason := self.still_matters(self.item)) is not None:
                 self._ask_stop(Outcome.SKIPPED, reason, state)
-        elif not self.stop.forced and time.monotonic() - self.stop.at > self.grace_s + STOP_MARGIN_S:
-            self.stop.forced = True  # the worker did not finish its teardown in time
+        elif not self.stop.forced and (self.cancel.urgent.is_set() or self._overdue()):
+            self.stop.forced = True  # hurried (a second Ctrl-C), or the worker's teardown overran
             commands.cancel([self.job_id])
+
+    def _overdue(self) -> bool:
+        return self.stop is not None and time.monotonic() - self.stop.at > self.grace_s + STOP_MARGIN_S
 
     def _ask_stop(self, outcome: Outcome, reason: str, state: JobState | None) -> None:
         self.stop = _Stop(outcome, reason, time.monotonic())

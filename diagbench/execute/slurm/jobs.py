@@ -101,7 +101,8 @@ def job_script(settings: SlurmSettings, run_dir: Path, attempt: str) -> str:
 
 @dataclass(frozen=True)
 class JobFile:
-    """What the worker needs to find its attempt, and which Slurm job runs it."""
+    """What the worker needs to find its attempt, and which Slurm job runs it. (The
+    worker tags its server's tree itself: the tree's owner is the worker, on the node.)"""
 
     attempt: str
     cell_id: str
@@ -109,7 +110,6 @@ class JobFile:
     params: dict[str, str]
     spec_path: str  # absolute: the node reads the spec where the controller did
     spec_sha256: str
-    tag: str
     submitted_at: float | None = None  # epoch seconds
     job_id: str | None = None
     version: int = JOB_FILE_VERSION

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
 import socket
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from diagbench.errors import UserError
-from diagbench.execute.cancel import Cancel
+from diagbench.execute.cancel import Cancel, stop_on_signals
 from diagbench.execute.slurm.jobs import JobFile, Progress
 from diagbench.launch.attempt import PhaseCallback, run_attempt
+from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
@@ -24,18 +23,6 @@ from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
 SIGTERM_REASON = "stopped by SIGTERM from Slurm (scancel, preemption or the job's time limit)"
-
-
-class _Stop:
-    """SIGTERM (from scancel or Slurm) as the attempt's cancel: teardown runs as usual."""
-
-    def __init__(self) -> None:
-        self.cancel = Cancel()
-        self.signalled = False
-
-    def __call__(self, _signum: int, _frame: FrameType | None) -> None:
-        self.signalled = True
-        self.cancel.set()
 
 
 def run_worker(run_dir: Path, attempt: str) -> AttemptRecord:
@@ -47,8 +34,7 @@ def run_worker(run_dir: Path, attempt: str) -> AttemptRecord:
     gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
     progress = Progress(job_id, node, gpus, "starting", time.time())
     progress.write(folder)
-    stop = _Stop()
-    signal.signal(signal.SIGTERM, stop)
+    stop = Cancel()
 
     def on_phase(_item: PlannedAttempt, phase: str) -> None:
         nonlocal progress
@@ -56,22 +42,22 @@ def run_worker(run_dir: Path, attempt: str) -> AttemptRecord:
         progress.write(folder)
 
     try:
-        record = _run(job, folder, stop, on_phase)
+        with stop_on_signals(stop):  # SIGTERM: tear down on the grace deadline; a second one hurries
+            record = _run(job, folder, stop, on_phase)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        stop.cancel.close()
+        stop.close()
     where: dict[str, Any] = {"kind": "slurm", "job_id": job_id, "node": node, "gpus": gpus}
     if job.submitted_at is not None:  # the cluster's queue plus the worker's start, for the record
         where["queued_s"] = round(progress.started_at - job.submitted_at, 3)
     record = dataclasses.replace(record, executor=where)
-    if stop.signalled and record.outcome in (Outcome.CANCELLED, Outcome.CRASHED):
+    if stop.interrupted and record.outcome in (Outcome.CANCELLED, Outcome.CRASHED):
         # the server got Slurm's SIGTERM too and may have died of it first: not a crash
         record = dataclasses.replace(record, outcome=Outcome.CANCELLED, reason=SIGTERM_REASON, failure_class=None)
     RunDir(run_dir).write_result(record)
     return record
 
 
-def _run(job: JobFile, folder: Path, stop: _Stop, on_phase: PhaseCallback) -> AttemptRecord:
+def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> AttemptRecord:
     """The attempt itself; a spec the node cannot use is a launch error, a bug is a bug."""
     try:
         spec = load_spec(Path(job.spec_path))
@@ -82,7 +68,8 @@ def _run(job: JobFile, folder: Path, stop: _Stop, on_phase: PhaseCallback) -> At
             raise UserError(f"{job.spec_path} has no cell {job.cell_id}")
         planned = PlannedAttempt(cells[job.cell_id], job.repeat)
         scanner = Scanner(spec.server.signatures)
-        return run_attempt(planned, spec.server, folder, scanner, job.tag, stop.cancel.read_fd, on_phase)
+        tag = Tag(new_nonce(), job.attempt, me(), folder.parent.parent.resolve())  # this worker owns the tree
+        return run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
     except UserError as exc:
         return _no_launch(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
     except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's

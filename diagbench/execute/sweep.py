@@ -1,0 +1,169 @@
+"""Cleaning up after a diagbench that died: stop what it left running, record it in its
+run directory, remove its temporary folders. `run`, `run --resume` and `cleanup` call
+this first; it never touches what a live diagbench launched.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from diagbench.errors import DiagbenchError
+from diagbench.launch.ports import remove_stale_leases
+from diagbench.launch.process import Teardown
+from diagbench.launch.reaper import Stray, find_strays, leaked_folders, remove_folder, stop_stray
+from diagbench.launch.tags import me
+from diagbench.records.record import AttemptRecord, Killed
+from diagbench.records.store import lock_holder, try_lock_run, write_json
+from diagbench.vocab import Outcome
+
+DEFAULT_GRACE_S = 10.0
+MAX_GRACE_S = 30.0  # a dead run's own grace, but a cleanup never waits longer than this
+CLEANUP_LOG = "cleanup.json"
+
+
+@dataclass(frozen=True)
+class Swept:
+    """One attempt's leftovers, stopped, and where that was written down."""
+
+    stray: Stray
+    teardown: Teardown
+    at: str  # when, ISO 8601
+    recorded: Path | None  # the `cancelled` record written for it, if it had none
+    note: str  # what became of its run directory
+
+
+@dataclass
+class Sweep:
+    attempts: list[Swept] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)  # temporary folders removed
+
+    @property
+    def empty(self) -> bool:
+        return not self.attempts and not self.folders
+
+
+def sweep_host(by: str, hurry: threading.Event | None = None) -> Sweep:
+    """Stop every attempt left by a diagbench that has ended, and record each in its run.
+    `by` names the command sweeping (for the records: "diagbench cleanup")."""
+    strays = find_strays()
+    sweep = Sweep()
+    if strays:  # teardowns at once (each may wait its grace), then the records one by one
+        with ThreadPoolExecutor(max_workers=min(16, len(strays)), thread_name_prefix="sweep") as pool:
+            teardowns = list(pool.map(lambda s: stop_stray(s, _grace(_manifest(s.tag.run_dir)), hurry), strays))
+        sweep.attempts = [_write_down(s, t, by) for s, t in zip(strays, teardowns, strict=True)]
+    sweep.folders = [f for f in leaked_folders() if remove_folder(f)]
+    remove_stale_leases()  # bookkeeping of ports, nothing to report
+    return sweep
+
+
+def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
+    """Record what was stopped in the dead run's directory, if it is there and free."""
+    run_dir = stray.tag.run_dir
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    if not (run_dir / "manifest.json").is_file():
+        return Swept(stray, teardown, at, None, f"its run directory {run_dir} is gone")
+    lock = try_lock_run(run_dir)
+    if lock is None:
+        note = f"its run directory is in use by diagbench {lock_holder(run_dir)}, which records it"
+        return Swept(stray, teardown, at, None, note)
+    try:
+        recorded = _record(stray, teardown, at, by, _manifest(run_dir))
+        _log(stray, teardown, at, by)
+    except DiagbenchError as exc:  # an unwritable run directory must not stop the sweep
+        return Swept(stray, teardown, at, None, f"not recorded: {exc}")
+    finally:
+        lock.release()
+    return Swept(stray, teardown, at, recorded, f"written to {run_dir / CLEANUP_LOG}")
+
+
+def _grace(manifest: dict[str, Any]) -> float:
+    """The dead run's own grace period (its servers may need it to exit cleanly), bounded."""
+    try:
+        return min(float(manifest["spec"]["server"]["grace_s"]), MAX_GRACE_S)
+    except (KeyError, TypeError, ValueError):
+        return DEFAULT_GRACE_S
+
+
+def describe(stray: Stray, teardown: Teardown, at: str, by: str) -> str:
+    """The reason written into the record: what was stopped, when, by whom."""
+    owner = stray.tag.owner
+    killed = ", ".join(f"pid {k.pid} {k.name} ({k.signal})" for k in teardown.killed) or "nothing (all gone by then)"
+    return (
+        f"diagbench pid {owner.pid} ended during this attempt; at {at} {by} (pid {me().pid}) "
+        f"stopped what it left running: {killed}"
+    )
+
+
+def _record(stray: Stray, teardown: Teardown, at: str, by: str, manifest: dict[str, Any]) -> Path | None:
+    """A `cancelled` record for the attempt if it has none (its diagbench died before writing one)."""
+    attempt = stray.tag.attempt
+    folder = stray.tag.run_dir / "cells" / attempt
+    path = folder / "result.json"
+    attempts = [a for a in manifest.get("attempts") or [] if isinstance(a, dict)]
+    planned = next((a for a in attempts if a.get("attempt") == attempt), None)
+    if path.exists() or planned is None or not folder.is_dir() or not isinstance(planned.get("repeat"), int):
+        return None
+    log = folder / "server.log"
+    record = AttemptRecord(
+        cell_id=str(planned.get("cell_id")),
+        repeat=planned["repeat"],
+        attempt=attempt,
+        params=dict(planned.get("params") or {}),
+        command=[],
+        env_changes={},
+        outcome=Outcome.CANCELLED,
+        reason=describe(stray, teardown, at, by),
+        ended_at=at,
+        log_bytes=log.stat().st_size if log.is_file() else 0,
+        killed=list(teardown.killed),
+        left_behind=list(teardown.left_behind),
+        teardown_s=round(teardown.seconds, 4),
+        sigterm_at=teardown.sigterm_at,
+    )
+    write_json(path, record.to_json())
+    return path
+
+
+def _log(stray: Stray, teardown: Teardown, at: str, by: str) -> None:
+    """Append to the run's cleanup.json: every sweep of it, record or not."""
+    path = stray.tag.run_dir / CLEANUP_LOG
+    entries = _read_list(path)
+    entries.append(
+        {
+            "at": at,
+            "by": by,
+            "by_pid": me().pid,
+            "attempt": stray.tag.attempt,
+            "owner_pid": stray.tag.owner.pid,
+            "killed": [_killed_json(k) for k in teardown.killed],
+            "left_behind": teardown.left_behind,
+        }
+    )
+    write_json(path, entries)
+
+
+def _killed_json(k: Killed) -> dict[str, Any]:
+    return {"pid": k.pid, "name": k.name, "signal": k.signal}
+
+
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    data = _read_json(run_dir / "manifest.json")
+    return data if isinstance(data, dict) else {}
+
+
+def _read_list(path: Path) -> list[Any]:
+    data = _read_json(path)
+    return data if isinstance(data, list) else []
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,77 @@
+"""What a diagbench that died left behind: tagged processes whose owner is gone, and its
+temporary folders. Found by tag and owner, never by name, so the servers of a live
+diagbench (or of one in another container) are never touched.
+
+On Linux the server's main process dies with its diagbench (a parent-death signal), but
+its workers, their double-forked daemons, and everything on other systems live on until
+a later diagbench (`run`, `run --resume`, `cleanup`) finds them here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from diagbench.launch.process import Teardown, process_group, stop_processes, tagged_processes
+from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner
+
+
+@dataclass(frozen=True)
+class Stray:
+    """The live processes of one attempt whose diagbench is gone."""
+
+    tag: Tag
+    pids: tuple[int, ...]
+
+
+def find_strays() -> list[Stray]:
+    """Every attempt on this host with processes left by a diagbench that has ended."""
+    gone: dict[Owner, bool] = {}
+    found: dict[Tag, list[int]] = defaultdict(list)
+    for proc, tag in tagged_processes():
+        if tag.owner not in gone:
+            gone[tag.owner] = tag.owner.gone()
+        if gone[tag.owner]:
+            found[tag].append(proc.pid)
+    return [Stray(tag, tuple(sorted(pids))) for tag, pids in found.items()]
+
+
+def stop_stray(stray: Stray, grace: float, hurry: threading.Event | None = None) -> Teardown:
+    """Stop one attempt's leftovers as teardown would have: their groups and every process
+    with their tag, SIGTERM, `grace`, SIGKILL."""
+
+    def members() -> list[psutil.Process]:
+        return [proc for proc, tag in tagged_processes() if tag == stray.tag]
+
+    groups = {pgid for proc in members() if (pgid := process_group(proc)) is not None}
+    return stop_processes(members, lambda: groups, grace, hurry)
+
+
+def leaked_folders() -> list[Path]:
+    """Temporary folders (an attempt's fresh compile caches) whose diagbench has ended."""
+    found = []
+    for folder in Path(tempfile.gettempdir()).glob(CACHES_PREFIX + "*"):
+        owner = caches_owner(folder.name)
+        if owner is not None and _ours(folder) and owner.gone():
+            found.append(folder)
+    return sorted(found)
+
+
+def _ours(folder: Path) -> bool:
+    """A real folder (not a link) of this user: a name in /tmp is anyone's to choose."""
+    try:
+        return folder.is_dir() and not folder.is_symlink() and folder.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def remove_folder(folder: Path) -> bool:
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
