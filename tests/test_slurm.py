@@ -364,3 +364,18 @@ def test_stop_when_decided_cancels_a_running_job_that_can_no_longer_matter(
     assert hung["reason"].endswith(f"(diagbench stopped Slurm job {hung['executor']['job_id']})")
     wait_for("the job to leave the queue", lambda: all(s not in ACTIVE for s in jobs_in(run_dir).values()))
     no_tagged_left(run_dir)
+
+
+def test_a_run_directory_the_node_cannot_write_is_exit_2_before_any_job(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    spec = spec_file(tmp_path, server, ["quick"])
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)  # the job runs as nobody: like a node that does not mount it
+    args = ["--executor", "slurm", "--slurm-arg=--uid=nobody", "--runs-dir", str(private / "runs")]
+    code, out, err = finish(diagbench("run", str(spec), *args))
+    assert code == 2, out + err
+    assert err.startswith("diagbench: Slurm node "), err
+    assert f"could not write into {private / 'runs'} (job FAILED (NonZeroExitCode))" in err
+    assert "pass --runs-dir on shared storage" in err
+    assert list((private / "runs").iterdir()) == []  # no run, no probe left behind

@@ -58,8 +58,8 @@ def _wait_for_probe(job_id: str, probe: Path, folder: Path) -> str:
             if time.monotonic() - ended_at > PROBE_LAG_S:
                 raise UserError(
                     f"Slurm node {state.node or '?'} ran probe job {job_id} but could not write into {folder} "
-                    f"(job {state.describe()}): the run directory must be on a file system the nodes mount too; "
-                    "pass --runs-dir on shared storage (a shared home, /shared, /scratch)"
+                    f"(job {state.describe()}): the run directory must be on a file system the nodes mount, "
+                    "writable by the job's user; pass --runs-dir on shared storage (a shared home, /shared, /scratch)"
                 )
         elif time.monotonic() > deadline:
             waiting = f"still {state.describe()}" if state is not None else "not seen in the queue"
