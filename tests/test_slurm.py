@@ -262,17 +262,23 @@ def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(
     assert "/nonexistent/python3" in record["reason"]  # the job's own output says why
 
 
-def test_a_bad_partition_is_exit_2_with_slurms_words_and_no_run(
-    tmp_path: Path, server: list[str], diagbench: Start
+@pytest.mark.parametrize(
+    ("server_keys", "option", "words"),
+    [
+        ({}, "--slurm-partition=nope", "Invalid partition name specified"),
+        ({"gpus": 9}, "--slurm-arg=--comment=nine-gpus", "Requested node configuration is not available"),
+    ],
+    ids=["partition", "gres"],
+)
+def test_a_job_slurm_refuses_is_exit_2_with_slurms_words_and_no_run(
+    tmp_path: Path, server: list[str], diagbench: Start, server_keys: dict[str, Any], option: str, words: str
 ) -> None:
-    spec = spec_file(tmp_path, server, ["quick"])
+    spec = spec_file(tmp_path, server, ["quick"], **server_keys)
     runs_dir = tmp_path / "runs"
-    code, out, err = finish(
-        diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-partition", "nope")
-    )
+    code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm", option))
     assert code == 2, out + err
-    assert "Invalid partition name specified" in err, err
-    assert "Traceback" not in err
+    assert err.startswith("diagbench: Slurm would not take the attempts' jobs: "), err
+    assert words in err and "Traceback" not in err
     assert not [p for p in runs_dir.iterdir() if not p.name.startswith(".")]
 
 
