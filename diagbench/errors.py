@@ -3,6 +3,7 @@
     DiagbenchError           anything diagbench raises on purpose
     └── UserError            the user's input is unusable: exit 2, one message, no traceback
         ├── SpecError        a spec file: "file:line: field.path: expected ..., got ..."
+        │   └── SpecErrors   several of them at once, in line order
         ├── RunDirError      a run directory that cannot be used or read back
         │   ├── RecordError  one record (result.json, manifest.json) unreadable: named, never hiding the rest
         │   └── WriteError   a record or log that cannot be written (disk full, read-only): the run stops
@@ -16,6 +17,7 @@ Foreign errors (yaml, psutil, httpx, OSError) are translated where they are caug
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -25,6 +27,10 @@ class DiagbenchError(Exception):
 
 class UserError(DiagbenchError):
     """The input (spec, command line, run directory) cannot be used as given."""
+
+    def lines(self) -> list[str]:
+        """The message, one line per mistake (several for a spec with several)."""
+        return str(self).splitlines() or [type(self).__name__]
 
 
 class SpecError(UserError):
@@ -36,6 +42,22 @@ class SpecError(UserError):
         field = f" {path}:" if path else ""
         text = f"{where}:{field} {message}"
         super().__init__(f"{text} ({fix})" if fix else text)
+
+
+class SpecErrors(SpecError):
+    """Several spec mistakes, in line order, like a compiler's list (the first 20 shown)."""
+
+    def __init__(self, errors: Sequence[SpecError], shown: int = 20):
+        first = errors[0]
+        super().__init__(first.file, first.line, first.path, first.message, first.fix)
+        self.errors = list(errors)
+        lines = [str(e) for e in self.errors[:shown]]
+        if len(self.errors) > shown:
+            lines.append(f"{first.file}: {len(self.errors) - shown} more mistake(s) not shown (fix these first)")
+        self.args = ("\n".join(lines),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class RunDirError(UserError):

@@ -2,19 +2,26 @@
 
 Labels are taken from the source text of scalars, so `values: [on, off]` gives the labels
 `on` and `off` (PyYAML's YAML 1.1 would turn them into booleans).
+
+Mistakes are reported like a compiler's: each node carries a `Problems` sink. A strict sink
+(signature packs) raises the first SpecError; a collecting one (specs) records it, and the
+parser goes on with the next independent part (`Problems.attempt`): each top-level section,
+each server key, each axis, each hypothesis. A check that depends on a broken part is skipped,
+so one mistake is not reported again as its consequences.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import yaml
 
-from diagbench.errors import SpecError
+from diagbench.errors import SpecError, SpecErrors
 
 _TRUE = {"on", "true", "yes", "y"}
 _FALSE = {"off", "false", "no", "n"}
@@ -33,13 +40,69 @@ def _shown(node: yaml.Node) -> str:
     return f'"{node.value}"'
 
 
+MAX_ERRORS = 20  # shown at once; the rest wait for the next round
+T = TypeVar("T")
+F = TypeVar("F")
+
+
+class Broken(Exception):
+    """A part of the spec is unusable and its mistakes are already recorded: skip what depends on it."""
+
+
+class Problems:
+    """The spec mistakes found so far: raised at once (strict), or collected in line order."""
+
+    def __init__(self, collect: bool = False):
+        self.collect = collect
+        self.found: list[SpecError] = []
+
+    def add(self, error: SpecError) -> None:
+        if not self.collect:
+            raise error
+        self.found.append(error)
+
+    def attempt(self, parse: Callable[[], T], fallback: F) -> T | F:
+        """Parse one independent part; on a mistake, record it and return `fallback`."""
+        try:
+            return parse()
+        except Broken:
+            return fallback
+        except SpecError as exc:
+            self.add(exc)
+            return fallback
+
+    def mark(self) -> int:
+        return len(self.found)
+
+    def clean_since(self, mark: int) -> bool:
+        return len(self.found) == mark
+
+    def settle(self, mark: int) -> None:
+        """End a part: Broken if a mistake was recorded in it since `mark`."""
+        if not self.clean_since(mark):
+            raise Broken
+
+    def raise_found(self, file: str) -> None:
+        """Raise what was found, in line order: the mistake itself, or SpecErrors for several."""
+        if not self.found:
+            return
+        ordered = sorted(self.found, key=lambda e: (e.file != file, e.line or 0))
+        if len(ordered) == 1:
+            raise ordered[0]
+        raise SpecErrors(ordered, MAX_ERRORS)
+
+
+_STRICT = Problems()
+
+
 @dataclass(frozen=True)
 class Src:
-    """One YAML node with its file, line and field path."""
+    """One YAML node with its file, line and field path, and where its mistakes go."""
 
     node: yaml.Node
     file: str
     path: str
+    sink: Problems = field(default=_STRICT, compare=False, repr=False)
 
     @property
     def line(self) -> int:
@@ -53,8 +116,16 @@ class Src:
 
     def child(self, node: yaml.Node, key: str | int) -> Src:
         if isinstance(key, int):
-            return Src(node, self.file, f"{self.path}[{key}]")
-        return Src(node, self.file, f"{self.path}.{key}" if self.path else key)
+            return Src(node, self.file, f"{self.path}[{key}]", self.sink)
+        return Src(node, self.file, f"{self.path}.{key}" if self.path else key, self.sink)
+
+    def attempt(self, parse: Callable[[], T], fallback: F) -> T | F:
+        """`parse` as one independent part: a mistake in it is recorded, `fallback` returned."""
+        return self.sink.attempt(parse, fallback)
+
+    def collecting(self) -> Src:
+        """This node with a fresh sink that collects every mistake instead of raising the first."""
+        return Src(self.node, self.file, self.path, Problems(collect=True))
 
     # -- shapes ----------------------------------------------------------------------
 
@@ -68,22 +139,33 @@ class Src:
         return isinstance(self.node, yaml.SequenceNode)
 
     def mapping(self, known: Iterable[str] | None = None, what: str = "a mapping") -> dict[str, Src]:
-        """The mapping's entries by key; unknown keys are an error with a suggestion."""
+        """The mapping's entries by key; an unknown or repeated key is a mistake (with a
+        suggestion) and is left out, so the other entries are still checked."""
         if not isinstance(self.node, yaml.MappingNode):
             raise self.expected(what)
         out: dict[str, Src] = {}
         allowed = list(known) if known is not None else None
         for key_node, value_node in self.node.value:
             key_src = self.child(key_node, str(key_node.value))
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise key_src.error("expected a plain key, got a mapping or list as a key")
             key = str(key_node.value)
-            if key in out:
-                raise key_src.error(f"duplicate key '{key}'", "keep one of them")
-            if allowed is not None and key not in allowed:
-                raise key_src.error(f"unknown key '{key}'", suggest(key, allowed))
-            out[key] = self.child(value_node, key)
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.sink.add(key_src.error("expected a plain key, got a mapping or list as a key"))
+            elif key in out:
+                self.sink.add(key_src.error(f"duplicate key '{key}'", "keep one of them"))
+            elif allowed is not None and key not in allowed:
+                self.sink.add(key_src.error(f"unknown key '{key}'", suggest(key, allowed)))
+            else:
+                out[key] = self.child(value_node, key)
         return out
+
+    def missing(self, keys: Mapping[str, Src], need: str, fix: str = "") -> bool:
+        """Record "missing key" unless a misspelt key already said "did you mean '{need}'?"."""
+        if need in keys:
+            return False
+        written = [str(k.value) for k, _ in self.node.value] if isinstance(self.node, yaml.MappingNode) else []
+        if not any(w not in keys and difflib.get_close_matches(w, [need], n=1, cutoff=0.6) for w in written):
+            self.sink.add(self.error(f"missing key '{need}'", fix))
+        return True
 
     def items(self) -> list[Src]:
         if not isinstance(self.node, yaml.SequenceNode):
@@ -144,9 +226,9 @@ class Src:
         return value
 
 
-def parse_duration(text: str) -> float | None:
-    """Seconds in `90s`, `8m`, `1h`, `500ms` or a plain number; None if it is none of those."""
-    found = _DURATION.match(text)
+def parse_duration(value: str) -> float | None:
+    """Seconds in `90s`, `8m`, `1h`, `500ms` or a bare number; None if it is not a positive duration."""
+    found = _DURATION.match(value)
     if not found or float(found.group(1)) <= 0:
         return None
     return float(found.group(1)) * _UNITS[found.group(2)]

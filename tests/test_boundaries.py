@@ -22,6 +22,7 @@ RANKS = {
     "errors": 0,
     "yamlsrc": 0,
     "schemas": 0,
+    "sensitive": 0,
     "logs": 1,
     "spec": 2,
     "records": 3,

@@ -279,3 +279,16 @@ def test_scheduler_keeps_no_thread_after_the_run(runs):
     before = threading.active_count()
     runs.one({"command": fake_command(f"out={READY}", "hang")})
     assert threading.active_count() == before
+
+
+def test_two_runs_of_one_spec_in_the_same_second_get_their_own_folders(tmp_path):
+    from diagbench.records.store import new_run_id, open_new_run
+
+    first, second = open_new_run(tmp_path, "same"), open_new_run(tmp_path, "same")
+    try:
+        assert first.path != second.path
+        assert second.path.name.startswith(new_run_id("same")[:8])  # the date, then the name
+        assert {p.name.endswith("-same") or p.name.endswith("-same-2") for p in (first.path, second.path)} == {True}
+    finally:
+        first.release()
+        second.release()

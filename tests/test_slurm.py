@@ -253,7 +253,8 @@ def test_a_job_that_ends_without_a_record_says_how_in_slurms_words(
     spec.write_text(yaml.safe_dump(data))
     runs_dir = tmp_path / "runs"
     code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir)))
-    assert code == 0, out + err
+    assert code == 2, out + err  # no attempt could start: one line saying why, the run recorded
+    assert err.strip().startswith("diagbench: no attempt could start: Slurm job "), err
     run_dir = only_run(runs_dir)
     (attempt,) = [p.name for p in run_dir.glob("cells/*")]
     record = result_of(run_dir, attempt)
@@ -329,7 +330,8 @@ def test_a_node_failure_under_a_running_job_is_a_launch_error_in_slurms_words(
         code, out, err = finish(proc)
     finally:  # the single node comes back by itself (ReturnToService=2); make sure of it
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True)
-    assert code == 0, out + err
+    assert code == 2, out + err  # its only attempt could not run: exit 2 with Slurm's words
+    assert f"no attempt could start: Slurm job {progress['job_id']} ended NODE_FAIL (NodeDown)" in err
     (attempt,) = progress_of(run_dir)
     record = result_of(run_dir, attempt)
     assert record["outcome"] == "launch_error", record
@@ -385,3 +387,25 @@ def test_a_run_directory_the_node_cannot_write_is_exit_2_before_any_job(
     assert f"could not write into {private / 'runs'} (job FAILED (NonZeroExitCode))" in err
     assert "pass --runs-dir on shared storage" in err
     assert list((private / "runs").iterdir()) == []  # no run, no probe left behind
+
+
+def test_no_secret_of_the_spec_or_the_sbatch_options_is_written_down(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    token, key = "hf_" + "s3cr3tTokenValue0123456789", "api-" + "k3yValue0123456789abcd"
+    spec = spec_file(
+        tmp_path, server, ["quick"], env={"API_KEY": key}, top={"executor": {"setup": [f"export HF_TOKEN={token}"]}}
+    )
+    runs_dir = tmp_path / "runs"
+    proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), f"--slurm-arg=--export=ALL,HF_TOKEN={token}")
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    run_dir = only_run(runs_dir)
+    assert result_of(run_dir, next(iter(progress_of(run_dir))))["outcome"] == "ready"  # the job got what it needed
+    written = {
+        p.name: p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file() and p.name != "server.log"
+    }
+    assert {"job.sh", "job.json", "result.json", "manifest.json", "slurm.out"} <= set(written)
+    assert [name for name, text in written.items() if token in text or key in text] == []
+    assert token not in out + err and key not in out + err
+    assert "export HF_TOKEN=<redacted>" in written["job.sh"]

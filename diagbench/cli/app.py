@@ -13,6 +13,7 @@ import typer
 from diagbench import __version__
 from diagbench.errors import UserError
 from diagbench.render.console import stderr_console, stdout_console
+from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 app = typer.Typer(
@@ -45,7 +46,8 @@ def guarded(action: Callable[[], T]) -> T:
     try:
         return action()
     except UserError as exc:
-        err.print(f"diagbench: {exc}", markup=False)
+        for line in exc.lines():
+            err.print(f"diagbench: {visible(line)}", markup=False)
         raise typer.Exit(ExitCode.USAGE) from None
     except KeyboardInterrupt:
         err.print("diagbench: interrupted", markup=False)

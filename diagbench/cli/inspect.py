@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from diagbench.cli.app import Format, app, err, guarded, out
+from diagbench.cli.checks import check_launchable, say_problems
+from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 
@@ -33,7 +37,9 @@ def plan(
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
-    out.print(guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat)), markup=False)
+    out.print(visible(guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))), markup=False)
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+        raise typer.Exit(ExitCode.USAGE)
 
 
 @app.command()
@@ -43,37 +49,55 @@ def report(
     strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
+    from diagbench.isolate.record import read_isolation
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
+    from diagbench.render.isolation import render_isolation
     from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 
     view = guarded(lambda: view_of(load_run(run_dir)))
+    isolation = guarded(lambda: read_isolation(run_dir))
+    if isolation is not None and format is Format.table:  # an isolation's steps say more than its cells
+        out.print(render_isolation(isolation))
+        raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
         out.print(render_table(view))
     else:
         renderer = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}[format]
         sys.stdout.write(renderer(view))
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))
+
+
+class Engine(str, Enum):
+    auto = "auto"
+    hyperscan = "hyperscan"
+    re = "re"
 
 
 @app.command()
 def classify(
-    logfile: Annotated[Path, typer.Argument(help="a server log")],
+    logfile: Annotated[Path, typer.Argument(help="a server log, or - to read standard input until the decision")],
     signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
-    engine: Annotated[str, typer.Option(help="auto, hyperscan or re")] = "auto",
+    engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
-    from diagbench.logs.classify import classify_file, context
+    from diagbench.logs.classify import classify_file, classify_stream, context
     from diagbench.logs.signatures import load_packs
     from diagbench.render.classify import render_classification
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    result = guarded(lambda: classify_file(logfile, sigs, engine))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
-        return
-    shown = context(logfile, result.line_no) if result.line_no else []
+    with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
+        if str(logfile) == "-":
+            result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy))
+        else:
+            result = guarded(lambda: classify_file(logfile, sigs, engine.value))
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_json()) + "\n")
+            return
+        copy.seek(0)
+        shown = context(copy if str(logfile) == "-" else logfile, result.line_no) if result.line_no else []
     for line in render_classification(result, shown):
         out.print(line, markup=False, soft_wrap=True)
 
@@ -104,7 +128,10 @@ def diff(
     a = guarded(lambda: view_of(load_run(run_a)))
     b = guarded(lambda: view_of(load_run(run_b)))
     changes = diff_runs(a, b)
-    out.print(render_diff(a, b, changes), markup=False)
+    out.print(visible(render_diff(a, b, changes)), markup=False)
+    if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
+        say_problems(a, b)
+        raise typer.Exit(ExitCode.USAGE)
     raise typer.Exit(ExitCode.EXPECT_VIOLATED if changes.regressions else ExitCode.OK)
 
 

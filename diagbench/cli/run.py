@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from diagbench.cli.app import Executor, app, err, guarded, out, write_report
+from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.execute.pipeline import RunResult
+    from diagbench.spec.load import Spec
 
 
 @app.command()
@@ -53,6 +55,9 @@ def run(
     loaded_spec = guarded(lambda: load_spec(spec))
     if run_id is not None:
         guarded(lambda: check_run_id(run_id))
+    if junit is not None:
+        guarded(lambda: check_writable(junit, "--junit"))
+    guarded(lambda: check_launchable(loaded_spec, only or [], resume is not None))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
@@ -84,7 +89,7 @@ def run(
             result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
         finally:
             progress.close()
-        _finish(result, strict, junit)
+        _finish(result, strict, junit, loaded_spec)
 
 
 def _sweep_first(by: str, cancel: Cancel) -> None:
@@ -96,13 +101,14 @@ def _sweep_first(by: str, cancel: Cancel) -> None:
         err.print(f"diagbench: {line}", markup=False, highlight=False)
 
 
-def _finish(result: RunResult, strict: bool, junit: Path | None) -> NoReturn:
+def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> NoReturn:
     """The tables, the reports, and the exit code."""
     from diagbench.judge.view import exit_code, view_of
+    from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
     from diagbench.render.report import render_junit, render_markdown, render_table
 
-    view = guarded(lambda: view_of(load_run(result.run_dir.path)))
+    view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
     out.print(render_table(view))
     if result.write_error is not None:
         kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
@@ -120,4 +126,5 @@ def _finish(result: RunResult, strict: bool, junit: Path | None) -> NoReturn:
         for line in result.harness_errors:
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
+    say_problems(view)
     raise typer.Exit(exit_code(view, strict))

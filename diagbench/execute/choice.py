@@ -15,6 +15,7 @@ from diagbench.execute.scheduler import Executor, Gate
 from diagbench.execute.slots import SlotPlan, plain_slots, resolve_slots
 from diagbench.launch.gpu import GpuOffer
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
@@ -37,8 +38,10 @@ class Placement:
     def to_json(self) -> dict[str, Any]:
         """The executor and its options, for the manifest."""
         data = self.spec.to_json()
+        secrets = Redactor.of(argvs=[self.spec.args])  # `--export=HF_TOKEN=...` is an sbatch option too
+        data["args"], data["setup"] = secrets.argv(self.spec.args), [secrets.log(line) for line in self.spec.setup]
         if self.slurm is not None:
-            data["sbatch"] = self.slurm.sbatch_options()
+            data["sbatch"] = secrets.argv(self.slurm.sbatch_options())
             data["probe_node"] = self.node_seen
         return data
 

@@ -14,6 +14,7 @@ from diagbench.launch.attempt import run_attempt
 from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor, redact_record
 from diagbench.records.store import RunDir
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
@@ -56,8 +57,9 @@ class LocalExecutor:
             after = gpu.memory_used_mib()
             gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
             record = dataclasses.replace(record, gpu=gpu_info)
-        where = {"kind": "local", "job_id": None, "node": socket.gethostname()}
-        return dataclasses.replace(record, gpus=list(slot.gpus), executor=where)
+        record = dataclasses.replace(record, gpus=list(slot.gpus), executor=local_place())
+        secrets = Redactor.of([self.server.env, item.cell.env], [self.server.command, item.cell.args])
+        return redact_record(record, secrets)
 
     def _watched(self, slot: Slot) -> list[int] | None:
         """The host indices of the GPUs whose memory must settle before `slot` launches:
@@ -80,3 +82,8 @@ class LocalExecutor:
             "before_mib": before,
             "settle_wait_s": round(waited, 3),
         }
+
+
+def local_place() -> dict[str, Any]:
+    """result.json's `executor` for an attempt run on this host."""
+    return {"kind": "local", "job_id": None, "node": socket.gethostname()}

@@ -22,8 +22,8 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.store import (
     RunDir,
     load_run,
-    new_run_id,
     open_existing_run,
+    open_new_run,
     open_run,
 )
 from diagbench.spec.executor import ExecutorSpec
@@ -84,7 +84,10 @@ def execute(
     else:
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
         slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned))
-        run_dir, done = open_run(options.runs_dir, options.run_id or new_run_id(spec.name)), []
+        run_dir = (
+            open_run(options.runs_dir, options.run_id) if options.run_id else open_new_run(options.runs_dir, spec.name)
+        )
+        done = []
     own_cancel = cancel is None
     cancel = cancel or Cancel()
     try:  # the run directory is locked from here on: released however this ends
@@ -153,6 +156,8 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
     run_dir = open_existing_run(path)
     try:
         loaded = load_run(path)
+        if loaded.unreadable:  # relaunching would overwrite it: what it holds is not ours to lose
+            raise UserError("\n".join(f"{u}; resume would overwrite it: move it away first" for u in loaded.unreadable))
         if loaded.manifest.get("spec_sha256") != spec.sha256:
             raise UserError(
                 f"{path}: the spec changed since this run started (its sha256 differs); "

@@ -5,9 +5,8 @@ An attempt may be skipped only when the records so far already fix everything it
 change, whatever it and every other unfinished attempt would end as:
 
 - a hypothesis is fixed once a deciding attempt matched `refuted_if` (refuted whatever
-  follows), or, where `refuted_if` can never match (an empty list), once one did not match
-  `supported_if` (inconclusive whatever follows). Supported is never fixed early: it needs
-  every deciding attempt, repeats included, so those always run;
+  follows). Supported is never fixed early: it needs every deciding attempt, repeats
+  included, so those always run; nor is inconclusive, since a later attempt could refute;
 - an expect is fixed once it is violated (the run exits 1 whatever follows);
 - a cell that no hypothesis and no expect selects can change nothing.
 
@@ -36,10 +35,6 @@ def hypothesis_fixed(hypothesis: Hypothesis, records: Sequence[AttemptRecord]) -
     for r in deciding:
         if match(hypothesis, r) is Match.REFUTED:
             return f"hypothesis {hypothesis.id} already refuted by {r.cell_id} ({r.label})"
-    if not hypothesis.refuted_if:
-        for r in deciding:
-            if match(hypothesis, r) is not Match.SUPPORTED:
-                return f"hypothesis {hypothesis.id} can no longer be supported ({r.cell_id} {r.label})"
     return None
 
 

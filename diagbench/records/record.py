@@ -6,9 +6,11 @@ and a missing or mistyped field names itself instead of surfacing later as a tra
 
 from __future__ import annotations
 
+import json
+import types
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from diagbench.errors import RecordError
 from diagbench.vocab import Evidence, Outcome, outcome_label
@@ -96,13 +98,76 @@ class AttemptRecord:
             raise RecordError(f"field 'outcome': unknown outcome {data['outcome']!r}") from None
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
+        for name, value in values.items():
+            _check_field(name, value)
         try:
-            values["evidence"] = Evidence(**data["evidence"]) if data.get("evidence") else None
-            values["killed"] = [Killed(**k) for k in data.get("killed") or []]
+            values["evidence"] = _known(Evidence, data["evidence"]) if data.get("evidence") else None
+            values["killed"] = [_known(Killed, k) for k in data.get("killed") or []]
             return cls(**{**values, "outcome": outcome})
         except TypeError as exc:
             raise RecordError(f"malformed record: {exc}") from None
 
 
+def _known(kind: Any, data: Mapping[str, Any]) -> Any:
+    """A nested record from its JSON, fields added by a newer minor version left out."""
+    return kind(**{f.name: data[f.name] for f in fields(kind)})
+
+
+def _check_field(name: str, value: Any) -> None:
+    """A field's value against its annotation, so a mistyped one is named here, not in a report."""
+    hint = _HINTS[name]
+    if name != "outcome" and not _conforms(value, hint):
+        raise RecordError(f"field '{name}': expected {_words(hint)}, got {_shown(value)}")
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (int, str, bool):
+        return isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_conforms(v, args[1]) for v in value.values())
+    if is_dataclass(hint):  # Evidence, Killed: a JSON object with exactly their fields
+        hints = get_type_hints(hint)
+        return isinstance(value, dict) and all(k in value and _conforms(value[k], h) for k, h in hints.items())
+    return isinstance(value, hint)
+
+
+def _words(hint: Any, many: bool = False) -> str:
+    """How a type is named in a message: "a string or null", "a list of integers"."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_words(arg, many) for arg in args)
+    if origin in (list, dict):
+        kind = ("lists" if many else "a list") if origin is list else ("mappings" if many else "a mapping")
+        return kind if args[-1] is Any else f"{kind} of {_words(args[-1], True)}"
+    if is_dataclass(hint):
+        return "{" + ", ".join(f.name for f in fields(hint)) + "}" + (" objects" if many else "")
+    return _TYPE_WORDS.get(hint, ("", str(hint)))[many]
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+_TYPE_WORDS: dict[Any, tuple[str, str]] = {
+    str: ("a string", "strings"),
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    bool: ("true or false", "true or false"),
+    type(None): ("null", "nulls"),
+    Any: ("anything", "anything"),
+}
+_HINTS = get_type_hints(AttemptRecord)
 _REQUIRED: dict[str, type] = {"cell_id": str, "repeat": int, "attempt": str, "params": dict, "outcome": str}
 _KIND_WORDS = {str: "a string", int: "an integer", dict: "a mapping"}

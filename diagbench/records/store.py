@@ -18,16 +18,18 @@ import json
 import os
 import re
 import secrets
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagbench.errors import RunDirError, UserError, WriteError
+from diagbench.errors import RecordError, RunDirError, UserError, WriteError
 from diagbench.records.record import AttemptRecord
 
 MANIFEST_VERSION = 1
+MAX_RECORD_BYTES = 64 << 20  # a record is kilobytes; anything this large is not one
 LOCK_FILE = ".lock"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
@@ -99,6 +101,20 @@ class RunDir:
         write_json(self.path / "verdicts.json", verdicts)
 
 
+def open_new_run(runs_dir: Path, spec_name: str) -> RunDir:
+    """A new run directory under the default id; two runs of one spec started in the same
+    second get `-2`, `-3`... rather than one failing on the other's folder."""
+    base = new_run_id(spec_name)
+    for n in range(1, 100):
+        with contextlib.suppress(RunDirExists):
+            return open_run(runs_dir, base if n == 1 else f"{base}-{n}")
+    return open_run(runs_dir, base)  # says which folder is in the way
+
+
+class RunDirExists(RunDirError):
+    """The run directory is already there (another --run-id, or a moment later)."""
+
+
 def open_run(runs_dir: Path, run_id: str) -> RunDir:
     """A new run directory, locked for this diagbench."""
     check_run_id(run_id)
@@ -108,7 +124,7 @@ def open_run(runs_dir: Path, run_id: str) -> RunDir:
     except FileExistsError:
         holder = lock_holder(path)
         busy = f", in use by diagbench {holder}" if holder else ""
-        raise RunDirError(f"run directory {path} already exists{busy} (choose another --run-id)") from None
+        raise RunDirExists(f"run directory {path} already exists{busy} (choose another --run-id)") from None
     except OSError as exc:
         raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
     lock = lock_run(path)
@@ -212,31 +228,84 @@ def _point_latest(runs_dir: Path, run_id: str) -> None:
 
 
 @dataclass(frozen=True)
+class Unreadable:
+    """A record that could not be read, and why: named to the user, never hiding the rest."""
+
+    path: Path
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}"
+
+
+@dataclass(frozen=True)
 class LoadedRun:
     path: Path
     manifest: dict[str, Any]
     records: list[AttemptRecord]
+    unreadable: list[Unreadable] = field(default_factory=list)
 
 
 def load_run(path: Path) -> LoadedRun:
-    """Read a finished, partial or interrupted run back from disk."""
+    """Read a finished, partial or interrupted run back from disk: every readable record,
+    and each unreadable one named with its reason. A manifest written by a newer diagbench
+    is refused (its meaning is not guessed)."""
     manifest_path = path / "manifest.json"
     if not path.is_dir():
         raise RunDirError(f"{path}: no such run directory (runs are under runs/, e.g. runs/latest)")
-    if not manifest_path.is_file():
+    if not manifest_path.exists():
         raise RunDirError(f"{path}: no manifest.json here; is this a diagbench run directory?")
-    manifest = _read_json(manifest_path)
+    unreadable: list[Unreadable] = []
+    manifest = _read_manifest(manifest_path, unreadable)
     records = []
     for result in sorted((path / "cells").glob("*/result.json")):
-        records.append(AttemptRecord.from_json(_read_json(result)))
-    return LoadedRun(path.resolve(), manifest, records)
+        try:
+            records.append(_read_record(result))
+        except RecordError as exc:
+            unreadable.append(Unreadable(result, str(exc)))
+    return LoadedRun(path.resolve(), manifest, records, unreadable)
+
+
+def _read_manifest(path: Path, unreadable: list[Unreadable]) -> dict[str, Any]:
+    try:
+        manifest = _read_json(path)
+    except RecordError as exc:
+        unreadable.append(Unreadable(path, str(exc)))
+        return {}
+    version = manifest.get("manifest_version", MANIFEST_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool):
+        unreadable.append(Unreadable(path, f"field 'manifest_version': expected an integer, got {version!r}"))
+        return {}
+    if version > MANIFEST_VERSION:
+        raise RunDirError(
+            f"{path}: manifest_version {version}: written by a newer diagbench (this one reads "
+            f"{MANIFEST_VERSION}); read it with that version (pip install -U diagbench)"
+        )
+    return manifest
+
+
+def _read_record(path: Path) -> AttemptRecord:
+    record = AttemptRecord.from_json(_read_json(path))
+    if record.attempt != path.parent.name:  # the folder is the attempt: a record cannot point elsewhere
+        raise RecordError(f"field 'attempt': {record.attempt!r} is not its folder {path.parent.name!r}")
+    return record
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a regular file of sane size; RecordError says what is wrong."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path}: unreadable ({exc})") from None
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordError("not a regular file")
+        if info.st_size > MAX_RECORD_BYTES:
+            raise RecordError(f"{info.st_size} bytes: too large for a record")
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise RecordError(f"cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise RecordError("not UTF-8 text") from None
+    except ValueError as exc:
+        raise RecordError(f"not valid JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object")
+        raise RecordError(f"expected a JSON object, got {type(data).__name__}")
     return data

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from diagbench.logs.classify import Classification
 from diagbench.logs.signatures import Signature
+from diagbench.render.text import visible
 from diagbench.vocab import outcome_label
 
 
@@ -17,14 +18,14 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
     lines = [f"outcome: {outcome_label(result.outcome, result.failure_class)}"]
     if result.secondary_classes:
         lines.append(f"secondary: {', '.join(result.secondary_classes)}")
-    lines.append(f"phase reached: {result.phase or '-'}")
+    lines.append(f"phase reached: {visible(result.phase or '-')}")
     if not result.line_no:
         lines.append(f"no ready or failure line in {result.lines} lines")
         return lines
     lines.append(f"decided by {result.signature} at line {result.line_no}:")
     for number, text in context:
         marker = ">" if number == result.line_no else " "
-        lines.append(f"{marker} {number:>7} | {text}")
+        lines.append(f"{marker} {number:>7} | {visible(text)}")  # a log's escape sequences, shown not run
     return lines
 
 

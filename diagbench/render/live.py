@@ -16,6 +16,7 @@ from diagbench.execute.slots import Slot
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.report import OUTCOME_STYLE
+from diagbench.render.text import visible
 from diagbench.spec.plan import PlannedAttempt
 
 
@@ -58,7 +59,7 @@ class Progress:
 
     def on_phase(self, item: PlannedAttempt, phase: str) -> None:
         with self.lock:
-            self.rows[item.name]["phase"] = phase
+            self.rows[item.name]["phase"] = visible(phase)
 
     def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
         with self.lock:
@@ -67,13 +68,13 @@ class Progress:
                 outcome=record.label,
                 style=OUTCOME_STYLE.get(record.outcome, ""),
                 end=time.monotonic(),
-                phase=record.phase or row["phase"],
+                phase=visible(record.phase or row["phase"]),
             )
             if not self.interactive:
                 self._plain_done(item, record)
 
     def _plain_done(self, item: PlannedAttempt, r: AttemptRecord) -> None:
-        line = f" {r.evidence.text[:100]!r}" if r.evidence else f" ({r.reason})"
+        line = f" {r.evidence.text[:100]!r}" if r.evidence else f" ({visible(r.reason)})"  # repr: escapes shown
         seconds = f" after {r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""
         self.console.print(f"[done]  {item.name}: {r.label}{seconds}{line}", highlight=False, markup=False)
 

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import NOTHING_TO_DECIDE, decision_order
 from diagbench.launch.command import build_command
+from diagbench.records.redact import spec_redactor
+from diagbench.sensitive import REDACTED
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell, parse_only, select_cells
 from diagbench.spec.plan import plan_attempts
@@ -38,12 +40,13 @@ def render_plan(
         if slots.gpus_in_use:
             lines.append("    each attempt gets its slot's GPUs as CUDA_VISIBLE_DEVICES (the first free slot)")
     lines.append("")
+    secrets = spec_redactor(spec)
     for cell in cells:
-        argv = build_command(s, cell, s.port if s.port is not None else "{port}")
-        shown = argv[0] if s.shell else shlex.join(argv).replace("'{port}'", "{port}")
+        argv = secrets.argv(build_command(s, cell, s.port if s.port is not None else "{port}"))
+        shown = argv[0] if s.shell else _joined(argv)
         lines.append(f"[{cell.index}] {cell.id}")
         lines.append(f"    argv: {shown}" + ("   (run by /bin/sh -c)" if s.shell else ""))
-        changes = {**s.env, **cell.env}
+        changes = secrets.env({**s.env, **cell.env})
         if changes:
             words = [f"{k}={v}" if v is not None else f"unset {k}" for k, v in changes.items()]
             lines.append("    env:  " + "  ".join(words))
@@ -56,6 +59,11 @@ def render_plan(
     if stop_when_decided:
         lines += ["", *_launch_order(spec, cells, repeat)]
     return "\n".join(lines)
+
+
+def _joined(argv: Sequence[str]) -> str:
+    """The argv as a shell would take it; `{port}` and `<redacted>` shown bare (marks, not words)."""
+    return " ".join(t if REDACTED in t else shlex.quote(t) for t in argv).replace("'{port}'", "{port}")
 
 
 def _launch_order(spec: Spec, cells: Sequence[Cell], repeat: int) -> list[str]:

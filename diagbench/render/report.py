@@ -15,6 +15,7 @@ from diagbench.judge.cells import cell_counts, repeated
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
+from diagbench.render.text import visible
 from diagbench.vocab import VerdictWord
 
 OUTCOME_STYLE = {
@@ -76,13 +77,13 @@ def render_table(view: RunView) -> RenderableType:
         cells.add_column(column, overflow="fold")
     for r in view.records:
         cells.add_row(  # Text, never markup: a log line may hold "[rank0]" or "[/x]"
-            *(Text(r.params.get(axis, "")) for axis in axes),
+            *(_text(r.params.get(axis, "")) for axis in axes),
             Text(str(r.repeat)),
             *([Text(_gpus(r))] if with_gpus else []),
             Text(r.label, style=OUTCOME_STYLE.get(r.outcome, "")),
-            Text(r.phase or ""),
+            _text(r.phase or ""),
             Text(f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""),
-            Text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
+            _text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
         )
     parts: list[RenderableType] = [cells]
     if repeated(view.records):
@@ -93,10 +94,10 @@ def render_table(view: RunView) -> RenderableType:
             hyp.add_column(column, overflow="fold")
         for v in view.verdicts:
             hyp.add_row(
-                Text(v.id),
+                _text(v.id),
                 Text(v.verdict, style=VERDICT_STYLE[v.verdict]),
-                Text(_verdict_line(v)),
-                Text(v.meaning or ""),
+                _text(_verdict_line(v)),
+                _text(v.meaning or ""),
             )
         parts.append(hyp)
     parts.append(Text(_footer(view), style="dim"))
@@ -109,6 +110,11 @@ def render_table(view: RunView) -> RenderableType:
             )
         )
     return Group(*parts)
+
+
+def _text(text: str) -> Text:
+    """A table cell from a server's or a record's words: never markup, never a control sequence."""
+    return Text(visible(text))
 
 
 def _counts_table(view: RunView) -> Table:
@@ -132,7 +138,7 @@ def _footer(view: RunView) -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return visible(text).replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(view: RunView) -> str:
@@ -179,9 +185,8 @@ def _markdown_cells(view: RunView) -> list[str]:
     for r in view.records:
         seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
         gpus = f" {_gpus(r)} |" if with_gpus else ""
-        out.append(
-            f"| `{r.cell_id}` | {r.repeat} |{gpus} {r.label} | {r.phase or ''} | {seconds} | {_md(deciding_line(r))} |"
-        )
+        phase = _md(r.phase or "")
+        out.append(f"| `{r.cell_id}` | {r.repeat} |{gpus} {r.label} | {phase} | {seconds} | {_md(deciding_line(r))} |")
     out.append("")
     return out
 
@@ -248,5 +253,5 @@ def render_junit(view: RunView) -> str:
 
 
 def _xml_safe(text: str) -> str:
-    """XML 1.0 cannot carry most control characters; server logs can."""
-    return "".join(ch if ch in "\t\n\r" or (ord(ch) >= 0x20 and ch not in "\ufffe\uffff") else "?" for ch in text)
+    """XML 1.0 cannot carry most control characters; server logs can (shown as escapes)."""
+    return "".join(ch for ch in visible(text, keep="\t\n\r") if ch not in "\ufffe\uffff")

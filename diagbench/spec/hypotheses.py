@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from diagbench.spec.matrix import Axis, Cell, parse_selector
@@ -55,13 +56,14 @@ class Hypothesis:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Hypothesis:
+        """Read back from a manifest; a malformed entry raises KeyError, TypeError or ValueError."""
         return cls(
-            id=data["id"],
-            claim=data.get("claim", ""),
-            when={k: tuple(v) for k, v in data.get("when", {}).items()},
+            id=_string(data["id"]),
+            claim=_string(data.get("claim", "")),
+            when=_selector_of(data.get("when", {})),
             supported_if=tuple(_condition_of(c) for c in data.get("supported_if", [])),
             refuted_if=tuple(_condition_of(c) for c in data.get("refuted_if", [])),
-            meaning=dict(data.get("meaning", {})),
+            meaning={_string(k): _string(v) for k, v in data.get("meaning", {}).items()},
         )
 
 
@@ -78,14 +80,26 @@ class Expectation:
     def from_json(cls, index: int, data: Mapping[str, Any]) -> Expectation:
         return cls(
             index,
-            {k: tuple(v) for k, v in data.get("when", {}).items()},
+            _selector_of(data.get("when", {})),
             tuple(_condition_of(c) for c in data.get("outcome", [])),
         )
 
 
 def _condition_of(text: str) -> Condition:
-    outcome, _, cls = text.partition(":")
+    outcome, _, cls = _string(text).partition(":")
+    if cls and cls not in FAILURE_CLASSES:
+        raise ValueError(f"unknown failure class {cls!r}")
     return Condition(Outcome(outcome), cls or None)
+
+
+def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    return {_string(k): tuple(_string(label) for label in v) for k, v in data.items()}
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 def hypotheses_sha256(hypotheses: Sequence[Hypothesis]) -> str:
@@ -97,57 +111,95 @@ def hypotheses_sha256(hypotheses: Sequence[Hypothesis]) -> str:
 
 
 def parse_conditions(src: Src) -> tuple[Condition, ...]:
-    out = []
-    for item in src.items_or_one():
-        text = item.string("an outcome")
-        outcome, _, cls = text.partition(":")
-        if outcome not in CONDITION_OUTCOMES:
-            raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
-        if cls and cls not in FAILURE_CLASSES:
-            raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
-        if cls and outcome != Outcome.FAILED.value:
-            raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-        out.append(Condition(Outcome(outcome), cls or None))
-    return tuple(out)
+    """An outcome word or a list of them. Empty is a mistake: a hypothesis never supported,
+    one nothing could refute (not a test), an expect that always fails."""
+    items = src.items_or_one()
+    if not items:
+        raise src.error("expected at least one outcome, got an empty list", "e.g. ready, or [failed:oom, crashed]")
+    mark = src.sink.mark()
+    out = [item.attempt(partial(_condition, item), None) for item in items]
+    src.sink.settle(mark)
+    return tuple(c for c in out if c is not None)
 
 
-def _selecting(src: Src, axes: Sequence[Axis], cells: Sequence[Cell]) -> dict[str, tuple[str, ...]]:
+def _condition(item: Src) -> Condition:
+    text = item.string("an outcome")
+    outcome, _, cls = text.partition(":")
+    if outcome not in CONDITION_OUTCOMES:
+        raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
+    if cls and cls not in FAILURE_CLASSES:
+        raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
+    if cls and outcome != Outcome.FAILED.value:
+        raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
+    return Condition(Outcome(outcome), cls or None)
+
+
+def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:
+    """A `when`: checked against the axes, then against the cells (each skipped if it is broken)."""
+    if axes is None:
+        return {}
     selector = parse_selector(src, axes)
-    if not any(cell.matches(selector) for cell in cells):
+    if cells is not None and not any(cell.matches(selector) for cell in cells):
         raise src.error("selects no cell of the matrix", "check it against `diagbench plan` and the exclude list")
     return selector
 
 
-def parse_hypotheses(src: Src, axes: Sequence[Axis], cells: Sequence[Cell]) -> tuple[Hypothesis, ...]:
-    out: list[Hypothesis] = []
+def parse_hypotheses(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> tuple[Hypothesis, ...]:
+    """Every hypothesis, each checked on its own (`when` only if the matrix is sound)."""
+    out: list[Hypothesis | None] = []
+    seen: list[str] = []
+    mark = src.sink.mark()
     for item in src.items():
-        keys = item.mapping(_HYPOTHESIS_KEYS)
-        for need in ("id", "when", "supported_if", "refuted_if"):
-            if need not in keys:
-                raise item.error(f"missing key '{need}'")
-        hid = keys["id"].string()
-        if hid in [h.id for h in out]:
-            raise keys["id"].error(f"duplicate hypothesis id '{hid}'", "give each hypothesis its own id")
-        meaning = {k: v.string() for k, v in keys["meaning"].mapping(VERDICTS).items()} if "meaning" in keys else {}
-        out.append(
-            Hypothesis(
-                id=hid,
-                claim=keys["claim"].string() if "claim" in keys else "",
-                when=_selecting(keys["when"], axes, cells),
-                supported_if=parse_conditions(keys["supported_if"]),
-                refuted_if=parse_conditions(keys["refuted_if"]),
-                meaning=meaning,
-            )
-        )
-    return tuple(out)
+        out.append(item.attempt(partial(_parse_hypothesis, item, axes, cells, seen), None))
+    src.sink.settle(mark)
+    return tuple(h for h in out if h is not None)
 
 
-def parse_expectations(src: Src, axes: Sequence[Axis], cells: Sequence[Cell]) -> tuple[Expectation, ...]:
-    out = []
+def _parse_hypothesis(
+    item: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None, seen: list[str]
+) -> Hypothesis:
+    keys = item.mapping(_HYPOTHESIS_KEYS)
+    mark = item.sink.mark()
+    for need in ("id", "when", "supported_if", "refuted_if"):
+        item.missing(keys, need)
+    hid = item.attempt(lambda: keys["id"].string(), "") if "id" in keys else ""
+    if hid in seen:
+        keys["id"].sink.add(keys["id"].error(f"duplicate hypothesis id '{hid}'", "give each hypothesis its own id"))
+    seen.append(hid)
+    hypothesis = Hypothesis(
+        id=hid,
+        claim=item.attempt(lambda: keys["claim"].string(), "") if "claim" in keys else "",
+        when=item.attempt(lambda: _selecting(keys["when"], axes, cells), {}) if "when" in keys else {},
+        supported_if=_conditions_of(keys, "supported_if"),
+        refuted_if=_conditions_of(keys, "refuted_if"),
+        meaning=item.attempt(lambda: _meaning(keys["meaning"]), {}) if "meaning" in keys else {},
+    )
+    item.sink.settle(mark)
+    return hypothesis
+
+
+def _conditions_of(keys: dict[str, Src], key: str) -> tuple[Condition, ...]:
+    return keys[key].attempt(lambda: parse_conditions(keys[key]), ()) if key in keys else ()
+
+
+def _meaning(src: Src) -> dict[str, str]:
+    return {k: v.attempt(v.string, "") for k, v in src.mapping(VERDICTS).items()}
+
+
+def parse_expectations(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> tuple[Expectation, ...]:
+    out: list[Expectation | None] = []
+    mark = src.sink.mark()
     for index, item in enumerate(src.items()):
-        keys = item.mapping(("when", "outcome"))
-        if "outcome" not in keys:
-            raise item.error("missing key 'outcome'", "e.g. {when: {compile: off}, outcome: ready}")
-        when = _selecting(keys["when"], axes, cells) if "when" in keys else {}
-        out.append(Expectation(index, when, parse_conditions(keys["outcome"])))
-    return tuple(out)
+        out.append(item.attempt(partial(_parse_expectation, index, item, axes, cells), None))
+    src.sink.settle(mark)
+    return tuple(e for e in out if e is not None)
+
+
+def _parse_expectation(index: int, item: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> Expectation:
+    keys = item.mapping(("when", "outcome"))
+    mark = item.sink.mark()
+    item.missing(keys, "outcome", "e.g. {when: {compile: off}, outcome: ready}")
+    when = item.attempt(lambda: _selecting(keys["when"], axes, cells), {}) if "when" in keys else {}
+    expectation = Expectation(index, when, _conditions_of(keys, "outcome"))
+    item.sink.settle(mark)
+    return expectation

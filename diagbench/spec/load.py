@@ -5,18 +5,20 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from diagbench.errors import SpecError
+from diagbench.errors import SpecError, UserError
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
+from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
 from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
-from diagbench.spec.matrix import Axis, Cell, expand_matrix, parse_axes
+from diagbench.spec.matrix import Axis, Cell, parse_matrix
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
@@ -43,6 +45,8 @@ _SERVER_KEYS = (
     "max_log",
     "gpus",
 )
+T = TypeVar("T")
+F = TypeVar("F")
 # compile caches that carry kernels (and their autotune results) from one launch to the next
 COMPILE_CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
 
@@ -118,27 +122,43 @@ class Spec:
 
 
 def load_spec(path: Path) -> Spec:
-    root, text = load_document(path)
+    """Read and check a spec; every mistake found is reported at once, in line order."""
+    document, text = load_document(path)
+    root = document.collecting()
+    problems = root.sink
     keys = root.mapping(_TOP_KEYS)
     for need in ("name", "server", "matrix"):
-        if need not in keys:
-            raise root.error(f"missing key '{need}'", _MISSING_FIX[need])
-    server = _parse_server(keys["server"], path.resolve().parent)
-    axes, include, exclude = parse_axes(keys["matrix"])
-    cells = tuple(expand_matrix(axes, include, exclude))
+        root.missing(keys, need, _MISSING_FIX[need])
+
+    def part(key: str, parse: Callable[[Src], T], fallback: F) -> T | F:
+        return root.attempt(lambda: parse(keys[key]), fallback) if key in keys else fallback
+
+    name = part("name", Src.string, "")
+    description = part("description", Src.text, "")
+    server = part("server", lambda s: _parse_server(s, path.resolve().parent), None)
+    matrix = part("matrix", parse_matrix, None)
+    axes, cells = (matrix.axes, matrix.cells) if matrix else (None, None)  # None: broken, skip what needs it
+    expectations = part("expect", lambda s: parse_expectations(s, axes, cells), ())
+    hypotheses = part("hypotheses", lambda s: parse_hypotheses(s, axes, cells), ())
+    gpus = part("gpus", parse_gpus_key, None)
+    executor = part("executor", parse_executor, ExecutorSpec())
+    problems.raise_found(str(path))
+    assert server is not None and matrix is not None  # no mistake recorded: every part was parsed
+    if not matrix.cells:
+        raise UserError("the matrix is empty: every cell is excluded")
     return Spec(
-        name=keys["name"].string(),
-        description=keys["description"].text() if "description" in keys else "",
+        name=name,
+        description=description,
         path=path,
         text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
         server=server,
-        axes=tuple(axes),
-        cells=cells,
-        expectations=parse_expectations(keys["expect"], axes, cells) if "expect" in keys else (),
-        hypotheses=parse_hypotheses(keys["hypotheses"], axes, cells) if "hypotheses" in keys else (),
-        gpus=parse_gpus_key(keys["gpus"]) if "gpus" in keys else None,
-        executor=parse_executor(keys["executor"]) if "executor" in keys else ExecutorSpec(),
+        axes=tuple(matrix.axes),
+        cells=tuple(matrix.cells),
+        expectations=expectations,
+        hypotheses=hypotheses,
+        gpus=gpus,
+        executor=executor,
     )
 
 
@@ -150,45 +170,64 @@ _MISSING_FIX = {
 
 
 def _parse_server(src: Src, base: Path) -> ServerSpec:
+    """The server section, each key checked on its own; Broken if any was wrong."""
     keys = src.mapping(_SERVER_KEYS)
-    if "command" not in keys:
-        raise src.error("missing key 'command'", "e.g. command: python3 -m sglang.launch_server --port {port}")
-    shell = keys["shell"].boolean() if "shell" in keys else False
-    ready_log, ready_http = _parse_ready(keys["ready"]) if "ready" in keys else (None, None)
-    packs = _parse_pack_names(keys["signatures"]) if "signatures" in keys else tuple(builtin_packs())
-    signatures = _assemble_signatures(keys, packs, base, ready_log)
-    if ready_log is None and ready_http is None and not any(s.kind is Kind.READY for s in signatures):
-        raise src.error(
-            "no ready condition: none of the chosen signature packs has a ready line",
-            "set server.ready.log (a regex) or server.ready.http (a path such as /health)",
-        )
-    cwd = base / keys["cwd"].string() if "cwd" in keys else base
-    return ServerSpec(
-        command=_parse_command(keys["command"], shell),
+    mark = src.sink.mark()
+
+    def get(key: str, parse: Callable[[Src], T], default: F) -> T | F:
+        return src.attempt(lambda: parse(keys[key]), default) if key in keys else default
+
+    src.missing(keys, "command", "e.g. command: python3 -m sglang.launch_server --port {port}")
+    shell = get("shell", Src.boolean, False)
+    ready_mark = src.sink.mark()
+    ready_log, ready_http = get("ready", _parse_ready, (None, None))
+    ready_ok = src.sink.clean_since(ready_mark)
+    packs = get("signatures", _parse_pack_names, None) if "signatures" in keys else tuple(builtin_packs())
+    signatures = None if packs is None else _assemble_signatures(src, keys, packs, base, ready_log)
+    if signatures is not None and ready_ok and ready_log is None and ready_http is None:
+        _check_ready_condition(src, signatures)
+    server = ServerSpec(
+        command=get("command", lambda c: _parse_command(c, shell), ()),
         shell=shell,
-        env={k: v.text("a string value") for k, v in keys["env"].mapping().items()} if "env" in keys else {},
-        cwd=cwd,
-        port=_parse_port(keys["port"]) if "port" in keys else None,
+        env=get("env", _parse_env, {}),
+        cwd=get("cwd", lambda c: base / c.string(), base),
+        port=get("port", _parse_port, None),
         ready_log=ready_log,
         ready_http=ready_http,
-        packs=packs,
-        signatures=tuple(signatures),
-        timeout=keys["timeout"].duration() if "timeout" in keys else DEFAULT_TIMEOUT_S,
-        grace=keys["grace"].duration() if "grace" in keys else DEFAULT_GRACE_S,
-        settle=keys["settle"].duration() if "settle" in keys else SETTLE_S,
-        fresh_caches=_parse_fresh_caches(keys["fresh_caches"]) if "fresh_caches" in keys else (),
-        max_log=_parse_size(keys["max_log"]) if "max_log" in keys else DEFAULT_MAX_LOG,
-        gpus=parse_gpus_per_attempt(keys["gpus"]) if "gpus" in keys else None,
+        packs=packs or (),
+        signatures=tuple(signatures or ()),
+        timeout=get("timeout", Src.duration, DEFAULT_TIMEOUT_S),
+        grace=get("grace", Src.duration, DEFAULT_GRACE_S),
+        settle=get("settle", Src.duration, SETTLE_S),
+        fresh_caches=get("fresh_caches", _parse_fresh_caches, ()),
+        max_log=get("max_log", _parse_size, DEFAULT_MAX_LOG),
+        gpus=get("gpus", parse_gpus_per_attempt, None),
     )
+    src.sink.settle(mark)
+    return server
+
+
+def _check_ready_condition(src: Src, signatures: list[Signature]) -> None:
+    if not any(s.kind is Kind.READY for s in signatures):
+        src.sink.add(
+            src.error(
+                "no ready condition: none of the chosen signature packs has a ready line",
+                "set server.ready.log (a regex) or server.ready.http (a path such as /health)",
+            )
+        )
 
 
 def _parse_command(src: Src, shell: bool) -> tuple[str, ...]:
     if src.is_list():
-        argv = tuple(item.string("a command word") for item in src.items())
+        items = src.items()
+        argv = tuple(item.string("a command word") for item in items)
         if not argv:
             raise src.error("expected a command, got an empty list")
+        for item, word in zip(items, argv, strict=True):
+            check_placeholders(item, word, COMMAND_PLACEHOLDERS)
         return (shlex.join(argv),) if shell else argv
     text = src.string("a command")
+    check_placeholders(src, text, COMMAND_PLACEHOLDERS)
     if shell:
         return (text,)
     try:
@@ -198,11 +237,24 @@ def _parse_command(src: Src, shell: bool) -> tuple[str, ...]:
     return argv
 
 
+def _parse_env(src: Src) -> dict[str, str]:
+    env = {}
+    for name, value in src.mapping().items():
+        check_env_name(value, name)
+        env[name] = value.text("a string value")
+        check_placeholders(value, env[name], ENV_PLACEHOLDERS)
+    return env
+
+
 def _parse_fresh_caches(src: Src) -> tuple[str, ...]:
     """`true` for the usual compile caches, or a list of the variables to isolate."""
-    if src.is_list():
-        return tuple(item.string("a variable name") for item in src.items())
-    return COMPILE_CACHE_VARS if src.boolean() else ()
+    if not src.is_list():
+        return COMPILE_CACHE_VARS if src.boolean() else ()
+    names = []
+    for item in src.items():
+        names.append(item.string("a variable name"))
+        check_env_name(item, names[-1])
+    return tuple(names)
 
 
 def _parse_size(src: Src) -> int:
@@ -231,51 +283,65 @@ def _parse_ready(src: Src) -> tuple[str | None, str | None]:
     http = keys["http"].string("a URL path") if "http" in keys else None
     if http is not None and not http.startswith(("/", "http://", "https://")):
         raise keys["http"].expected("a URL path starting with / (or a full http:// URL)", f"write /{http}")
+    if http is not None:
+        check_placeholders(keys["http"], http, ENV_PLACEHOLDERS)
     return log, http
 
 
 def _parse_pack_names(src: Src) -> tuple[str, ...]:
     names = tuple(item.string("a pack name or file") for item in src.items_or_one())
     known = builtin_packs()
+    mark = src.sink.mark()
     for name, item in zip(names, src.items_or_one(), strict=True):
         if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in known:
-            raise item.error(
-                f"unknown signature pack '{name}'", suggest(name, known) + "; or give a path to a pack file"
+            item.sink.add(
+                item.error(f"unknown signature pack '{name}'", suggest(name, known) + "; or give a path to a pack file")
             )
+    src.sink.settle(mark)  # every unknown pack said; none of them is loaded
     return names
 
 
 def _assemble_signatures(
-    keys: dict[str, Src], packs: tuple[str, ...], base: Path, ready_log: str | None
-) -> list[Signature]:
+    src: Src, keys: dict[str, Src], packs: tuple[str, ...], base: Path, ready_log: str | None
+) -> list[Signature] | None:
+    """The packs' signatures and the spec's own; None when a pack could not be loaded."""
+    mark = src.sink.mark()
     signatures: list[Signature] = []
     for index, name in enumerate(packs):
-        try:
-            signatures.extend(load_pack(name, base))
-        except SpecError as exc:
-            if exc.line is not None:
-                raise
-            where = keys["signatures"].items_or_one()[index]
-            raise where.error(f"signature pack '{name}': {exc.message}", exc.fix) from None
+        signatures.extend(src.attempt(partial(_load_pack, keys, index, name, base), []))
+    loaded = src.sink.clean_since(mark)
     if ready_log is not None:  # the user's ready line replaces the packs' ready lines
         signatures = [s for s in signatures if s.kind is not Kind.READY]
         signatures.append(Signature("spec.ready", Kind.READY, ready_log, pack="spec"))
     if "failures" in keys:
-        signatures.extend(_parse_failures(keys["failures"]))
-    return signatures
+        signatures.extend(src.attempt(lambda: _parse_failures(keys["failures"]), []))
+    return signatures if loaded else None
+
+
+def _load_pack(keys: dict[str, Src], index: int, name: str, base: Path) -> list[Signature]:
+    try:
+        return load_pack(name, base)
+    except SpecError as exc:
+        if exc.line is not None:  # located in the pack file itself
+            raise
+        where = keys["signatures"].items_or_one()[index]
+        raise where.error(f"signature pack '{name}': {exc.message}", exc.fix) from None
 
 
 def _parse_failures(src: Src) -> list[Signature]:
-    out = []
-    for sid, item in src.mapping(what="a mapping of id to regex or {pattern, class}").items():
-        if item.is_mapping():
-            fields_ = item.mapping(("pattern", "class", "priority"))
-            if "pattern" not in fields_:
-                raise item.error("missing key 'pattern'")
-            pattern = regex_of(fields_["pattern"])
-            cls = failure_class_of(fields_["class"]) if "class" in fields_ else "other"
-            priority = fields_["priority"].integer() if "priority" in fields_ else USER_FAILURE_PRIORITY
-        else:
-            pattern, cls, priority = regex_of(item), "other", USER_FAILURE_PRIORITY
-        out.append(Signature(f"spec.{sid}", Kind.FAILURE, pattern, cls, priority, pack="spec"))
-    return out
+    entries = src.mapping(what="a mapping of id to regex or {pattern, class}").items()
+    found = [src.attempt(partial(_parse_failure, sid, item), None) for sid, item in entries]
+    return [signature for signature in found if signature is not None]
+
+
+def _parse_failure(sid: str, item: Src) -> Signature:
+    if item.is_mapping():
+        fields_ = item.mapping(("pattern", "class", "priority"))
+        if "pattern" not in fields_:
+            raise item.error("missing key 'pattern'")
+        pattern = regex_of(fields_["pattern"])
+        cls = failure_class_of(fields_["class"]) if "class" in fields_ else "other"
+        priority = fields_["priority"].integer() if "priority" in fields_ else USER_FAILURE_PRIORITY
+    else:
+        pattern, cls, priority = regex_of(item), "other", USER_FAILURE_PRIORITY
+    return Signature(f"spec.{sid}", Kind.FAILURE, pattern, cls, priority, pack="spec")

@@ -7,12 +7,19 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import partial
 from typing import Protocol
 
 from diagbench.errors import UserError
+from diagbench.sensitive import looks_secret, secret_name, secret_template
+from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
 from diagbench.yamlsrc import Src, suggest
 
 UNSET = "unset"
+ARGS_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "value")
+# a listed value is its own label, and labels are shown and name folders: never a secret's
+_SECRET_LABEL = "a secret would be its cell's label (labels are shown in tables and name the cell's folder)"
+_LABEL_FIX = "give each value a label: values: {a: ..., b: ...}"
 _SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -36,6 +43,13 @@ class Axis:
     kind: AxisKind
     target: tuple[str, ...]  # env: (VAR,); flag: (--flag,); args: the template tokens
     levels: tuple[Level, ...]
+
+    @property
+    def secret(self) -> bool:
+        """Its values are secrets: it sets a secret-named variable, or a secret flag's value."""
+        if self.kind is AxisKind.ENV:
+            return secret_name(self.target[0])
+        return self.kind is AxisKind.ARGS and secret_template(self.target)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -104,17 +118,37 @@ class Cell:
 # -- parsing ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Matrix:
+    """The matrix section as parsed: its axes and its cells (maybe none: all excluded)."""
+
+    axes: list[Axis]
+    cells: list[Cell]
+
+
+def parse_matrix(src: Src) -> Matrix:
+    """Axes, then cells; Broken (mistakes recorded) if an axis, an include or an exclude was wrong."""
+    axes, include, exclude = parse_axes(src)
+    return Matrix(axes, expand_matrix(axes, include, exclude))
+
+
 def parse_axes(src: Src) -> tuple[list[Axis], list[Src], list[Src]]:
     """The matrix section: axes, and the raw include/exclude entries (checked later)."""
     entries = src.mapping()
-    axes = [parse_axis(name, value) for name, value in entries.items() if name not in ("include", "exclude")]
-    if not axes:
+    mark = src.sink.mark()
+    parsed = [
+        src.attempt(partial(parse_axis, name, value), None)
+        for name, value in entries.items()
+        if name not in ("include", "exclude")
+    ]
+    if not parsed:
         raise src.error(
             "expected at least one axis", "add e.g. `compile: {flag: --enable-torch-compile, values: [on, off]}`"
         )
-    include = entries["include"].items() if "include" in entries else []
-    exclude = entries["exclude"].items() if "exclude" in entries else []
-    return axes, include, exclude
+    include = src.attempt(lambda: entries["include"].items(), []) if "include" in entries else []
+    exclude = src.attempt(lambda: entries["exclude"].items(), []) if "exclude" in entries else []
+    src.sink.settle(mark)  # cells, selectors and labels all depend on every axis
+    return [axis for axis in parsed if axis is not None], include, exclude
 
 
 def parse_axis(name: str, src: Src) -> Axis:
@@ -126,21 +160,41 @@ def parse_axis(name: str, src: Src) -> Axis:
     if "values" not in keys:
         raise src.error("missing key 'values'", "list the levels, e.g. values: [on, off]")
     kind = AxisKind(kinds[0])
-    target_src = keys[kinds[0]]
-    if kind is AxisKind.ARGS:
-        target = (
-            tuple(t.text() for t in target_src.items()) if target_src.is_list() else tuple(target_src.string().split())
-        )
-        if not any("{value}" in t for t in target):
-            raise target_src.error("expected the args to use {value}", 'e.g. args: [--cuda-graph-max-bs, "{value}"]')
+    mark = src.sink.mark()
+    target = src.attempt(lambda: _parse_target(keys[kinds[0]], kind), ())
+    levels = src.attempt(lambda: _parse_levels(keys["values"], kind), ())
+    src.sink.settle(mark)
+    axis = Axis(name, kind, target, levels)
+    if axis.secret and not keys["values"].is_mapping() and any(level.value is not None for level in levels):
+        raise keys["values"].error(_SECRET_LABEL, _LABEL_FIX)
+    return axis
+
+
+def _parse_target(src: Src, kind: AxisKind) -> tuple[str, ...]:
+    target: tuple[str, ...]
+    if kind is not AxisKind.ARGS:
+        target = (src.string(),)
+        if kind is AxisKind.ENV:
+            check_env_name(src, target[0])
+        return target
+    if src.is_list():
+        places = src.items()
+        target = tuple(t.text() for t in places)
     else:
-        target = (target_src.string(),)
-    levels = _parse_levels(keys["values"], kind)
-    return Axis(name, kind, target, levels)
+        target = tuple(src.string().split())
+        places = [src] * len(target)
+    mark = src.sink.mark()
+    for place, token in zip(places, target, strict=True):
+        check_placeholders(place, token, ARGS_PLACEHOLDERS)
+    if not any("{value}" in t for t in target):
+        src.sink.settle(mark)  # a misspelt {value} was named already: once is enough
+        raise src.error("expected the args to use {value}", 'e.g. args: [--cuda-graph-max-bs, "{value}"]')
+    return target
 
 
 def _parse_levels(src: Src, kind: AxisKind) -> tuple[Level, ...]:
-    if src.is_mapping():
+    keyed = src.is_mapping()
+    if keyed:
         pairs = [(label, value) for label, value in src.mapping().items()]
     else:
         pairs = [(item.text("a value"), item) for item in src.items()]
@@ -149,9 +203,18 @@ def _parse_levels(src: Src, kind: AxisKind) -> tuple[Level, ...]:
     levels: list[Level] = []
     for label, value_src in pairs:
         if label in [level.label for level in levels]:
-            raise value_src.error(f"duplicate label '{label}'")
-        levels.append(Level(label, _level_value(value_src, kind, keyed=src.is_mapping())))
+            value_src.sink.add(value_src.error(f"duplicate label '{label}'"))
+            continue
+        level = value_src.attempt(partial(_level, label, value_src, kind, keyed), None)
+        if level is not None:
+            levels.append(level)
+        if keyed and looks_secret(label):
+            value_src.sink.add(value_src.error(_SECRET_LABEL, "label it with a plain word"))
     return tuple(levels)
+
+
+def _level(label: str, src: Src, kind: AxisKind, keyed: bool) -> Level:
+    return Level(label, _level_value(src, kind, keyed))
 
 
 def _level_value(src: Src, kind: AxisKind, keyed: bool) -> str | None:
@@ -164,6 +227,9 @@ def _level_value(src: Src, kind: AxisKind, keyed: bool) -> str | None:
         return None
     if keyed and value == UNSET:
         return None
+    check_placeholders(src, value, ENV_PLACEHOLDERS if kind is AxisKind.ENV else COMMAND_PLACEHOLDERS)
+    if not keyed and looks_secret(value):
+        raise src.error(_SECRET_LABEL, _LABEL_FIX)
     return value
 
 
@@ -173,41 +239,55 @@ def parse_selector(
     """`{axis: label}` or `{axis: [label, ...]}`, every axis and label checked."""
     by_name = {axis.name: axis for axis in axes}
     out: dict[str, tuple[str, ...]] = {}
+    mark = src.sink.mark()
     for name, value in src.mapping(what=what).items():
         if name not in by_name:
-            raise value.error(f"unknown axis '{name}'", suggest(name, by_name))
-        labels = tuple(item.text("a label") for item in value.items_or_one())
-        for label, item in zip(labels, value.items_or_one(), strict=True):
-            if label not in by_name[name].labels:
-                known = ", ".join(by_name[name].labels)
-                raise item.error(f"unknown label '{label}' for axis '{name}'", f"labels are: {known}")
-        out[name] = labels
+            value.sink.add(value.error(f"unknown axis '{name}'", suggest(name, by_name)))
+            continue
+        out[name] = value.attempt(partial(_labels, value, by_name[name]), ())
+    src.sink.settle(mark)
     return out
+
+
+def _labels(src: Src, axis: Axis) -> tuple[str, ...]:
+    labels = tuple(item.text("a label") for item in src.items_or_one())
+    for label, item in zip(labels, src.items_or_one(), strict=True):
+        if label not in axis.labels:
+            known = ", ".join(axis.labels)
+            item.sink.add(item.error(f"unknown label '{label}' for axis '{axis.name}'", f"labels are: {known}"))
+    return labels
 
 
 # -- expansion --------------------------------------------------------------------------
 
 
 def expand_matrix(axes: Sequence[Axis], include: Sequence[Src], exclude: Sequence[Src]) -> list[Cell]:
-    """Every cell in a stable order: the product in axis order, minus excludes, plus includes."""
-    excluded = [parse_selector(e, axes) for e in exclude]
+    """Every cell in a stable order: the product in axis order, minus excludes, plus includes.
+    Broken (mistakes recorded) if an include or exclude entry was wrong; empty if all are excluded."""
+    sink = (include or exclude)[0].sink if (include or exclude) else None
+    mark = sink.mark() if sink else 0
+    excluded = [e.attempt(partial(parse_selector, e, axes), {}) for e in exclude]
     names = [a.name for a in axes]
     combos = [dict(zip(names, labels, strict=True)) for labels in itertools.product(*(a.labels for a in axes))]
-    kept = [c for c in combos if not any(selects(sel, c) for sel in excluded)]
+    kept = [c for c in combos if not any(sel and selects(sel, c) for sel in excluded)]
     for entry in include:
-        selector = parse_selector(entry, axes)
-        missing = [a.name for a in axes if a.name not in selector]
-        if missing or any(len(v) != 1 for v in selector.values()):
-            raise entry.error(
-                "expected one label for every axis",
-                "missing: " + ", ".join(missing) if missing else "give one label each",
-            )
-        combo = {a.name: selector[a.name][0] for a in axes}
-        if combo not in kept:
+        combo = entry.attempt(partial(_included, entry, axes), None)
+        if combo is not None and combo not in kept:
             kept.append(combo)
-    if not kept:
-        raise UserError("the matrix is empty: every cell is excluded")
+    if sink:
+        sink.settle(mark)
     return [make_cell(i, axes, combo) for i, combo in enumerate(kept, start=1)]
+
+
+def _included(entry: Src, axes: Sequence[Axis]) -> dict[str, str]:
+    selector = parse_selector(entry, axes)
+    missing = [a.name for a in axes if a.name not in selector]
+    if missing or any(len(v) != 1 for v in selector.values()):
+        raise entry.error(
+            "expected one label for every axis",
+            "missing: " + ", ".join(missing) if missing else "give one label each",
+        )
+    return {a.name: selector[a.name][0] for a in axes}
 
 
 def make_cell(index: int, axes: Sequence[Axis], combo: Mapping[str, str]) -> Cell:

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from diagbench.errors import UserError
 
@@ -105,18 +104,19 @@ def check_available() -> None:
         raise SlurmUnavailable(f"the Slurm controller does not answer: {_words(answer.stderr) or 'squeue failed'}")
 
 
-def submit(options: Sequence[str], script: Path) -> str:
-    """sbatch the script with these options; the job id, or SlurmRejected with Slurm's words."""
-    answer = _run(["sbatch", "--parsable", *options, str(script)])
+def submit(options: Sequence[str], script: str) -> str:
+    """sbatch the script (its text, on stdin: nothing with a secret in it is left on disk)
+    with these options; the job id, or SlurmRejected with Slurm's words."""
+    answer = _run(["sbatch", "--parsable", *options], stdin=script)
     job_id = answer.stdout.strip().split(";")[0]  # --parsable prints "id" or "id;cluster"
     if answer.returncode != 0 or not job_id.isdigit():
         raise SlurmRejected(_words(answer.stderr) or f"sbatch failed with exit code {answer.returncode}")
     return job_id
 
 
-def dry_submit(options: Sequence[str], script: Path) -> None:
+def dry_submit(options: Sequence[str], script: str) -> None:
     """sbatch --test-only: would Slurm accept this job? SlurmRejected with its words if not."""
-    answer = _run(["sbatch", "--test-only", *options, str(script)])
+    answer = _run(["sbatch", "--test-only", *options], stdin=script)
     if answer.returncode != 0:
         raise SlurmRejected(_words(answer.stderr) or f"sbatch --test-only failed with exit code {answer.returncode}")
 

@@ -29,6 +29,7 @@ from diagbench.execute.slurm.jobs import (
     job_script,
 )
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import Spec
 from diagbench.spec.plan import PlannedAttempt
@@ -110,8 +111,9 @@ class SlurmExecutor:
             submitted_at=time.time(),
         )
         job.write(folder)
-        script = folder / SCRIPT_FILE
-        script.write_text(job_script(self.settings, self.run_dir.path.resolve(), item.name), encoding="utf-8")
+        script = job_script(self.settings, self.run_dir.path.resolve(), item.name)
+        # beside the record, what the job ran; the setup lines' secrets blanked (Slurm got the real ones)
+        (folder / SCRIPT_FILE).write_text(Redactor.of().log(script), encoding="utf-8")
         options = [
             f"--job-name={job_name(item.name)}",
             f"--output={folder.resolve() / OUTPUT_FILE}",

@@ -26,8 +26,7 @@ def check_cluster(settings: SlurmSettings, folder: Path) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     probe = Path(tempfile.mkdtemp(prefix=".diagbench-probe-", dir=folder)).resolve()
     try:
-        script = probe / "probe.sh"
-        script.write_text(f"#!/bin/sh\nhostname > {probe}/{_SEEN}.tmp && mv {probe}/{_SEEN}.tmp {probe}/{_SEEN}\n")
+        script = f"#!/bin/sh\nhostname > {probe}/{_SEEN}.tmp && mv {probe}/{_SEEN}.tmp {probe}/{_SEEN}\n"
         try:
             commands.dry_submit(settings.sbatch_options(), script)
         except SlurmRejected as exc:

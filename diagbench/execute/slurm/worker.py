@@ -17,6 +17,7 @@ from diagbench.launch.attempt import PhaseCallback, run_attempt
 from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor, redact_record
 from diagbench.records.store import RunDir
 from diagbench.spec.load import load_spec
 from diagbench.spec.plan import PlannedAttempt
@@ -69,7 +70,9 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
         planned = PlannedAttempt(cells[job.cell_id], job.repeat)
         scanner = Scanner(spec.server.signatures)
         tag = Tag(new_nonce(), job.attempt, me(), folder.parent.parent.resolve())  # this worker owns the tree
-        return run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
+        record = run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
+        secrets = Redactor.of([spec.server.env, planned.cell.env], [spec.server.command, planned.cell.args])
+        return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
     except UserError as exc:
         return _no_launch(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
     except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's

@@ -1,0 +1,54 @@
+"""Checks the commands make before they start work, and the problems they report after."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from diagbench.cli.app import err
+from diagbench.errors import LaunchError, UserError
+from diagbench.render.text import visible
+
+if TYPE_CHECKING:
+    from diagbench.judge.view import RunView
+    from diagbench.spec.load import Spec
+
+
+def check_writable(path: Path, option: str) -> None:
+    """Fail before the run, not after it: the report file must be creatable (and is left as it was)."""
+    existed = path.exists()
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UserError(
+            f"{option} {path}: cannot write there ({exc.strerror}); fix the path, nothing was run"
+        ) from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def check_launchable(spec: Spec, only: Sequence[str], resume: bool) -> list[str]:
+    """Say what would stop cells from starting (a missing program or cwd): a LaunchError when
+    it stops every selected cell, else a warning line each. Returns the problems found."""
+    from diagbench.launch.preflight import preflight
+    from diagbench.spec.matrix import parse_only, select_cells
+
+    cells = spec.cells if resume else select_cells(spec.cells, parse_only(only, spec.axes))
+    problems = preflight(spec.server, cells)
+    lines = [problem.describe(len(cells)) for problem in problems]
+    if problems and len({cell for p in problems for cell in p.cells}) == len(cells):
+        raise LaunchError("\n".join(lines))
+    for line in lines:
+        err.print(f"diagbench: {visible(line)}", markup=False)
+    return lines
+
+
+def say_problems(*views: RunView) -> None:
+    """A run's unreadable records and setup failures, one line each on stderr."""
+    from diagbench.judge.view import problems
+
+    for view in views:
+        for line in problems(view):
+            err.print(f"diagbench: {visible(line)}", markup=False)

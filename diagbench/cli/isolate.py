@@ -1,0 +1,158 @@
+"""`diagbench isolate`: from a launch that comes up and one that fails to the guilty change."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from diagbench.cli.app import app, err, guarded, out
+from diagbench.errors import UserError
+from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.execute.cancel import Cancel
+    from diagbench.isolate.problem import Problem, ServerRules
+    from diagbench.isolate.run import IsolateResult
+
+_GOOD_HELP = (
+    "the launch that comes up: one command line with {port} (NAME=value words first set env), or AXIS=LABEL,..."
+)
+
+
+@app.command()
+def isolate(
+    good: Annotated[str, typer.Option(help=_GOOD_HELP)],
+    bad: Annotated[str, typer.Option(help="the launch that fails, written the same way")],
+    spec: Annotated[Path | None, typer.Argument(help="a spec whose axes --good and --bad name")] = None,
+    good_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the good launch")] = None,
+    bad_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the bad launch")] = None,
+    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
+    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
+    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
+    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
+    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
+    repeat: Annotated[int, typer.Option(min=1, help="launches per configuration; disagreeing ones are flaky")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="list the factors and both commands; launch nothing")
+    ] = False,
+) -> None:
+    """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
+    from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.isolate.run import IsolateOptions, isolation_slots
+    from diagbench.isolate.run import isolate as run_isolation
+    from diagbench.render.isolation import IsolationProgress, render_factors
+    from diagbench.spec.gpus import gpu_request_option
+
+    given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": ready, "--http": http}
+    given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
+    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
+    envs = (good_env or [], bad_env or [])
+    problem = guarded(lambda: _problem(spec, good, bad, envs, rules, [n for n, v in given.items() if v]))
+    commands = {side: _command(problem, side) for side in ("good", "bad")}
+    if dry_run:
+        out.print(render_factors(problem.space.factors, commands, problem.space.notes))
+        return
+    console = err if as_json else out
+    console.print(render_factors(problem.space.factors, commands))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    options = IsolateOptions(runs_dir, run_id, repeat, parallel, request)
+    slots = guarded(lambda: isolation_slots(problem, options))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    options = dataclasses.replace(options, slots=slots)
+    cancel = Cancel()
+    # from here on a signal stops the isolation in order: the running launches are torn down
+    # and recorded, isolation.json is written, and it exits 130 (a second signal hurries it)
+    with stop_on_signals(cancel):
+        _sweep_first(cancel)
+        progress = IsolationProgress(console, len(problem.space.factors))
+        try:
+            result = guarded(lambda: run_isolation(problem, options, progress, cancel))
+        finally:
+            progress.close()
+    _finish(result, as_json)
+
+
+def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
+    """isolation.json or the steps table, the reason when there is no culprit, the exit code."""
+    from diagbench.render.isolation import render_isolation
+
+    isolation = result.isolation
+    if as_json:
+        sys.stdout.write(json.dumps(isolation.to_json(), indent=2) + "\n")
+    else:
+        out.print(render_isolation(isolation))
+    if isolation.status.exit_code != ExitCode.OK:
+        err.print(f"diagbench: {isolation.reason} (the records are in {result.run_dir.path})", markup=False)
+    if result.harness_errors:
+        for line in result.harness_errors:
+            err.print(f"diagbench failed in {line}", markup=False)
+        raise typer.Exit(ExitCode.HARNESS)
+    raise typer.Exit(isolation.status.exit_code)
+
+
+def _sweep_first(cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's)."""
+    from diagbench.execute.sweep import sweep_host
+    from diagbench.render.cleanup import describe_sweep
+
+    for line in describe_sweep(guarded(lambda: sweep_host("diagbench isolate", cancel.urgent))):
+        err.print(f"diagbench: {line}", markup=False, highlight=False)
+
+
+def _rules(
+    ready: str | None, http: str | None, signatures: str | None, timeout: str | None, grace: str | None, fresh: bool
+) -> ServerRules:
+    from diagbench.isolate.problem import ServerRules
+
+    return ServerRules(
+        ready=ready,
+        http=http,
+        signatures=tuple(n.strip() for n in (signatures or "").split(",") if n.strip()),
+        timeout=_duration("--timeout", timeout),
+        grace=_duration("--grace", grace),
+        fresh_caches=fresh,
+    )
+
+
+def _problem(
+    spec: Path | None, good: str, bad: str, envs: tuple[list[str], list[str]], rules: ServerRules, given: list[str]
+) -> Problem:
+    """From a spec's axes, or from two command lines (then the server options are the command line's)."""
+    from diagbench.isolate.problem import from_commands, from_spec
+    from diagbench.spec.load import load_spec
+
+    if spec is None:
+        return from_commands(good, bad, envs[0], envs[1], rules, Path.cwd())
+    extra = [name for name in given if name not in ("--timeout", "--grace")]
+    if extra:
+        raise UserError(f"{extra[0]}: only with two command lines; with a spec, its server section says it")
+    return from_spec(load_spec(spec), good, bad, rules.timeout, rules.grace)
+
+
+def _duration(name: str, value: str | None) -> float | None:
+    from diagbench.yamlsrc import parse_duration
+
+    if value is None:
+        return None
+    seconds = parse_duration(value)
+    if seconds is None:
+        raise UserError(f"{name} {value}: expected a duration like 90s, 8m or 1h")
+    return seconds
+
+
+def _command(problem: Problem, side: str) -> str:
+    return problem.shown([f.name for f in problem.space.factors] if side == "bad" else [])

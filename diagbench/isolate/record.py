@@ -1,0 +1,165 @@
+"""`isolation.json`: what an isolation found, beside the attempts of its run directory.
+
+Read with the same suspicion as result.json: a newer version is refused with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from diagbench.errors import RecordError
+from diagbench.isolate.factors import Factor, FactorKind
+from diagbench.isolate.search import Result, Target
+from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
+
+ISOLATION_VERSION = 1
+FILENAME = "isolation.json"
+NOT_ISOLABLE_EXIT = 1
+
+
+class Status(str, Enum):
+    FOUND = "found"  # a 1-minimal culprit
+    NOT_ISOLABLE = "not_isolable"  # unresolved or flaky probes hide it
+    BAD_BASELINE = "bad_baseline"  # good did not come up, or bad did
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def exit_code(self) -> int:
+        """0 culprit found, 1 not isolable, 2 a baseline that does not behave, 130 interrupted."""
+        return {
+            Status.FOUND: ExitCode.OK,
+            Status.NOT_ISOLABLE: NOT_ISOLABLE_EXIT,
+            Status.BAD_BASELINE: ExitCode.USAGE,
+            Status.INTERRUPTED: ExitCode.INTERRUPTED,
+        }[self]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One configuration launched (repeat times): which factors it applied and what it did."""
+
+    applied: tuple[str, ...]
+    outcome: Outcome
+    failure_class: str | None
+    result: Result
+    flaky: bool = False
+    outcomes: tuple[str, ...] = ()  # each launch's outcome:class
+    attempts: tuple[str, ...] = ()  # their folders under cells/
+    evidence: Evidence | None = None  # the deciding line of the first launch that ended as `outcome`
+    baseline: str | None = None  # "good" or "bad" for the two launches the isolation starts from
+
+    @property
+    def label(self) -> str:
+        return outcome_label(self.outcome, self.failure_class)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "applied": list(self.applied),
+            "outcome": self.outcome.value,
+            "failure_class": self.failure_class,
+            "result": self.result.value,
+            "flaky": self.flaky,
+            "outcomes": list(self.outcomes),
+            "attempts": list(self.attempts),
+            "evidence": self.evidence.to_json() if self.evidence else None,
+            "baseline": self.baseline,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Step:
+        return cls(
+            applied=tuple(data["applied"]),
+            outcome=Outcome(data["outcome"]),
+            failure_class=data.get("failure_class"),
+            result=Result(data["result"]),
+            flaky=bool(data.get("flaky", False)),
+            outcomes=tuple(data.get("outcomes", ())),
+            attempts=tuple(data.get("attempts", ())),
+            evidence=Evidence(**data["evidence"]) if data.get("evidence") else None,
+            baseline=data.get("baseline"),
+        )
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The whole answer (design.md 3.4), plus why, the suspects of an unfinished one, and the commands."""
+
+    status: Status
+    reason: str
+    target: Target  # what the bad launch did
+    factors: tuple[Factor, ...]
+    culprit: tuple[str, ...]
+    launches: int
+    steps: tuple[Step, ...]
+    repeat: int = 1
+    suspects: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    commands: Mapping[str, str] | None = None  # good, bad: as one pasteable line each
+
+    def factor(self, name: str) -> Factor:
+        return next(f for f in self.factors if f.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "isolation_version": ISOLATION_VERSION,
+            "status": self.status.value,
+            "reason": self.reason,
+            "target": {"outcome": self.target.outcome.value, "failure_class": self.target.failure_class},
+            "factors": [f.to_json() for f in self.factors],
+            "culprit": list(self.culprit),
+            "launches": self.launches,
+            "repeat": self.repeat,
+            "steps": [s.to_json() for s in self.steps],
+            "suspects": list(self.suspects),
+            "notes": list(self.notes),
+            "commands": dict(self.commands or {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Isolation:
+        version = data.get("isolation_version")
+        if not isinstance(version, int) or version > ISOLATION_VERSION:
+            raise RecordError(
+                f"isolation_version {version!r}: written by a newer diagbench (this one reads {ISOLATION_VERSION})"
+            )
+        try:
+            target = data["target"]
+            return cls(
+                status=Status(data["status"]),
+                reason=str(data.get("reason", "")),
+                target=Target(Outcome(target["outcome"]), target.get("failure_class")),
+                factors=tuple(
+                    Factor(f["name"], FactorKind(f["kind"]), f.get("good"), f.get("bad")) for f in data["factors"]
+                ),
+                culprit=tuple(data["culprit"]),
+                launches=int(data["launches"]),
+                steps=tuple(Step.from_json(s) for s in data["steps"]),
+                repeat=int(data.get("repeat", 1)),
+                suspects=tuple(data.get("suspects", ())),
+                notes=tuple(data.get("notes", ())),
+                commands=dict(data.get("commands") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError(f"malformed isolation record: {type(exc).__name__}: {exc}") from None
+
+
+def read_isolation(run_dir: Path) -> Isolation | None:
+    """The isolation of a run directory, or None when it is a matrix run."""
+    path = run_dir / FILENAME
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object")
+    return Isolation.from_json(data)

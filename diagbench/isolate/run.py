@@ -1,0 +1,274 @@
+"""An isolation run: launch the good and the bad configuration, then delta-debug the factors
+between them. It is a normal run directory: every probe an attempt launched through the
+scheduler (named by the factors it applies), with `isolation.json` beside them. Core
+only: it never prints."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from diagbench.execute.cancel import Cancel
+from diagbench.execute.events import RunEvents
+from diagbench.execute.local import LocalExecutor
+from diagbench.execute.scheduler import run_attempts
+from diagbench.execute.slots import SlotPlan, resolve_slots
+from diagbench.isolate.problem import Problem
+from diagbench.isolate.record import FILENAME, Isolation, Status, Step
+from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
+from diagbench.launch import host
+from diagbench.records.manifest import build_manifest
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.spec.gpus import GpuRequest
+from diagbench.spec.matrix import Cell
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+=-]+")
+
+
+@dataclass(frozen=True)
+class IsolateOptions:
+    runs_dir: Path = Path("runs")
+    run_id: str | None = None
+    repeat: int = 1  # launches per probe
+    parallel: int | None = 1  # launches at once; None: one per GPU slot (one without GPUs)
+    gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
+    slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
+
+
+class IsolateEvents(RunEvents, Protocol):
+    def on_step(self, step: Step) -> None:
+        """A configuration finished all its launches (the baselines first)."""
+
+
+@dataclass(frozen=True)
+class IsolateResult:
+    run_dir: RunDir
+    isolation: Isolation
+    harness_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeCell(Cell):
+    """A probe's cell: its id and folder are named by the factors it applies."""
+
+    @property
+    def slug(self) -> str:
+        return _UNSAFE.sub("_", "+".join(name.lstrip("-") for name in self.id.split("+")))[:100] or "probe"
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def isolate(
+    problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel | None = None
+) -> IsolateResult:
+    """Open the run, launch the baselines, search, and write isolation.json (interrupted or not).
+    `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
+    slots = options.slots or isolation_slots(problem, options)
+    run_dir = open_isolation(problem, options, slots, events)
+    prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel())
+    try:
+        isolation = _search(problem, prober, options)
+    finally:
+        if cancel is None:
+            prober.cancel.close()
+    write_json(run_dir.path / FILENAME, isolation.to_json())
+    run_dir.write_verdicts([])  # a normal run directory, though an isolation judges no hypothesis
+    return IsolateResult(run_dir, isolation, tuple(prober.harness_errors))
+
+
+def isolation_slots(problem: Problem, options: IsolateOptions) -> SlotPlan:
+    """Where launches run at once: the run's GPU slots (plain slots on a host without GPUs)."""
+    return resolve_slots(problem.spec, options.gpus, problem.usable_parallel(options.parallel))
+
+
+def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents) -> RunDir:
+    """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
+    run_id = options.run_id or new_run_id(problem.run_name)
+    run_dir = open_run(options.runs_dir, run_id)
+    settings = {
+        "isolate": True,
+        "repeat": options.repeat,
+        "parallel": options.parallel,
+        "gpus": list(slots.offer.ids),
+        "gpus_per_attempt": slots.per_attempt,
+        "slots": [list(slot.gpus) for slot in slots.slots],
+    }
+    facts = host.collect(problem.spec.path.resolve().parent)
+    manifest = build_manifest(problem.spec, [], run_id, settings, facts)
+    manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
+    run_dir.write_manifest(manifest)
+    events.on_open(run_dir, [])
+    return run_dir
+
+
+def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolation:
+    names = [f.name for f in problem.space.factors]
+    try:
+        good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
+        prober.target, trouble, notes = check_baselines(good, bad)
+        prober.add_step((), good, "good")
+        prober.add_step(tuple(names), bad, "bad")
+        if trouble:
+            return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
+        culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
+    except (_Interrupted, KeyboardInterrupt):
+        reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
+        return prober.isolation(Status.INTERRUPTED, reason, ())
+    known[frozenset(names)] = judge_launches(bad, prober.target)  # the search took it as failing; was it steady?
+    conclusion = conclude(culprit, known)
+    if not conclusion.isolated:
+        return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
+    return prober.isolation(Status.FOUND, "", culprit, notes)
+
+
+def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
+    """The target (the bad launch's outcome and class), what is wrong with the baselines, and notes."""
+    trouble = []
+    ready = sum(r.outcome is Outcome.READY for r in good)
+    if ready < len(good):
+        first = next(r for r in good if r.outcome is not Outcome.READY)
+        shown = f" in {len(good) - ready} of {len(good)} launches" if len(good) > 1 else ""
+        trouble.append(f"the good launch did not come up{shown}: {first.label} ({_why(first)})")
+    failing = [r for r in bad if r.outcome is not Outcome.READY and r.outcome.ran]
+    label = Counter(r.label for r in failing or bad).most_common(1)[0][0]
+    first = next(r for r in failing or bad if r.label == label)
+    target = Target(first.outcome, first.failure_class)  # what the bad launch did, even when it came up
+    if not failing:
+        trouble.append("the bad launch came up: there is no failure to isolate")
+        return target, "; ".join(trouble), ()
+    hits = sum(target.matches(r) for r in bad)
+    notes = (f"the bad launch is flaky: {hits} of {len(bad)} launches were {label}",) if hits < len(bad) else ()
+    return target, "; ".join(trouble), notes
+
+
+def _why(record: AttemptRecord) -> str:
+    return f"L{record.evidence.line_no}: {record.evidence.text}" if record.evidence else record.reason
+
+
+class Prober:
+    """Launches configurations through the scheduler, once each, and keeps their steps.
+
+    `test` is the search's callback; a benchmark may ask it other questions (one factor at a time)."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        options: IsolateOptions,
+        run_dir: RunDir,
+        events: IsolateEvents,
+        slots: SlotPlan,
+        cancel: Cancel,
+    ):
+        self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
+        self.cancel = cancel
+        self.executor = LocalExecutor(problem.server, run_dir, slots)
+        self.slots = list(slots.slots)
+        self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
+        self.target: Target | None = None
+        self.steps: list[Step] = []
+        self.launched: dict[tuple[object, ...], list[AttemptRecord]] = {}  # configuration -> its launches
+        self.records: list[AttemptRecord] = []
+        self.harness_errors: list[str] = []
+        self.count = 0
+
+    def test(self, batch: Sequence[Probe]) -> list[Judged]:
+        """The search's callback: launch each new configuration `repeat` times, judge each probe."""
+        assert self.target is not None
+        applied = [tuple(sorted(probe, key=self.order.__getitem__)) for probe in batch]
+        new = list(dict.fromkeys(a for a in applied if self._key(a) not in self.launched))
+        self.launch([(a, None) for a in new])
+        out = []
+        for names in applied:
+            records = self.launched[self._key(names)]
+            out.append(judge_launches(records, self.target))
+            self.add_step(names, records, None)
+        return out
+
+    def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
+        """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
+        groups = [self._plan(applied, baseline) for applied, baseline in probes]
+        todo = [item for group in groups for item in group]
+        scheduled = run_attempts(todo, self.executor, self.slots, self.run_dir, self.events, self.cancel)
+        self.harness_errors.extend(scheduled.harness_errors)
+        self.records.extend(scheduled.records)
+        by_name = {r.attempt: r for r in scheduled.records}
+        out = [[by_name[item.name] for item in group] for group in groups]
+        for (applied, _), records in zip(probes, out, strict=True):
+            self.launched[self._key(applied)] = records
+        if scheduled.interrupted:
+            for (applied, baseline), records in zip(probes, out, strict=True):
+                self.add_step(applied, records, baseline)
+            raise _Interrupted
+        return out
+
+    def _plan(self, applied: tuple[str, ...], baseline: str | None) -> list[PlannedAttempt]:
+        self.count += 1
+        config = self.problem.space.configuration(applied)
+        name = baseline or "+".join(applied)
+        cell = ProbeCell(self.count, name, dict(config.params), tuple(config.args), dict(config.env))
+        return [PlannedAttempt(cell, r) for r in range(1, self.options.repeat + 1)]
+
+    def _key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
+        """What is launched, so two factor sets that make the same launch share its result."""
+        config = self.problem.space.configuration(applied)
+        return (config.args, tuple(sorted(config.env.items(), key=lambda kv: kv[0])))
+
+    def add_step(self, applied: tuple[str, ...], records: Sequence[AttemptRecord], baseline: str | None) -> None:
+        step = make_step(applied, records, self.target, baseline)
+        self.steps.append(step)
+        # on disk at once: a diagbench killed mid-search leaves an isolation `report` can read
+        partial = self.isolation(Status.INTERRUPTED, "stopped before the search ended (diagbench was killed?)", ())
+        write_json(self.run_dir.path / FILENAME, partial.to_json())
+        self.events.on_step(step)
+
+    def isolation(
+        self, status: Status, reason: str, culprit: Sequence[str], notes: Sequence[str] = (), hints: Sequence[str] = ()
+    ) -> Isolation:
+        space = self.problem.space
+        everything = [f.name for f in space.factors]
+        return Isolation(
+            status=status,
+            reason=reason,
+            target=self.target or Target(Outcome.CANCELLED, None),  # stopped before the bad launch ended
+            factors=space.factors,
+            culprit=tuple(culprit),
+            launches=sum(r.started_at is not None for r in self.records),
+            steps=tuple(self.steps),
+            repeat=self.options.repeat,
+            suspects=tuple(hints),
+            notes=(*space.notes, *notes),
+            commands={"good": self.problem.shown(()), "bad": self.problem.shown(everything)},
+        )
+
+
+def make_step(
+    applied: tuple[str, ...], records: Sequence[AttemptRecord], target: Target | None, baseline: str | None
+) -> Step:
+    """One configuration's launches as a step: the commonest outcome, and fail/pass/unresolved."""
+    label = Counter(r.label for r in records).most_common(1)[0][0]
+    first = next(r for r in records if r.label == label)
+    if target is not None and target.outcome is not Outcome.READY:
+        judged = judge_launches(records, target)
+    else:  # no failure to compare with (a bad launch that came up, or none yet): did it come up?
+        ready = all(r.outcome is Outcome.READY for r in records)
+        judged = Judged(Result.PASS if ready else Result.UNRESOLVED, flaky=len({r.label for r in records}) > 1)
+    return Step(
+        applied=applied,
+        outcome=first.outcome,
+        failure_class=first.failure_class,
+        result=judged.result,
+        flaky=judged.flaky,
+        outcomes=tuple(r.label for r in records),
+        attempts=tuple(r.attempt for r in records),
+        evidence=first.evidence,
+        baseline=baseline,
+    )

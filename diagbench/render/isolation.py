@@ -1,0 +1,173 @@
+"""An isolation for people: the factors (dry run), each step as it ends, and the steps table
+with the culprit and what the other ways of asking would have cost."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+
+from rich.console import Console, Group, RenderableType
+from rich.status import Status as Spinner
+from rich.table import Table
+from rich.text import Text
+
+from diagbench.execute.slots import Slot
+from diagbench.isolate.factors import Factor
+from diagbench.isolate.record import Isolation, Status, Step
+from diagbench.isolate.search import Result
+from diagbench.records.record import AttemptRecord
+from diagbench.records.store import RunDir
+from diagbench.render.report import LINE_CHARS, OUTCOME_STYLE
+from diagbench.spec.plan import PlannedAttempt
+
+RESULT_STYLE = {Result.FAIL: "bold red", Result.PASS: "green", Result.UNRESOLVED: "yellow"}
+_STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
+
+
+def render_factors(
+    factors: Sequence[Factor], commands: dict[str, str], notes: Sequence[str] | None = None
+) -> RenderableType:
+    """Every factor with both sides and the two baseline commands; for a dry run, how words were
+    read and what the other ways of asking would cost (a real run ends with them)."""
+    table = Table(title=f"{len(factors)} factor(s) between good and bad", title_justify="left")
+    for column in ("factor", "kind", "good", "bad"):
+        table.add_column(column, overflow="fold")
+    for f in factors:
+        table.add_row(Text(f.name), Text(f.kind.value), Text(f.label(False)), Text(f.label(True)))
+    parts: list[RenderableType] = [table]
+    for side in ("good", "bad"):
+        parts.append(Text(f"{side}: {commands[side]}"))
+    if notes is not None:
+        parts.extend(Text(f"note: {note}", style="dim") for note in notes)
+        parts.append(Text(costs(len(factors), 1), style="dim"))
+    return Group(*parts)
+
+
+def costs(factors: int, repeat: int) -> str:
+    """What the other two ways of asking cost, in launches."""
+    times = f" x{repeat}" if repeat > 1 else ""
+    return (
+        f"toggling one factor at a time: {factors + 2} launches{times} (finds no interaction); "
+        f"the full matrix: {2**factors} launches{times}"
+    )
+
+
+def applied_text(step: Step, factors: int) -> str:
+    if step.baseline == "good":
+        return "good (none applied)"
+    if step.baseline == "bad":
+        return f"bad (all {factors})"
+    return " + ".join(step.applied)
+
+
+def result_text(step: Step) -> str:
+    if step.result is not Result.UNRESOLVED:
+        return str(step.result)
+    return "unresolved (flaky)" if step.flaky else "unresolved (not the target)"
+
+
+def outcomes_text(step: Step) -> str:
+    if len(set(step.outcomes)) <= 1:
+        return step.label + (f" x{len(step.outcomes)}" if len(step.outcomes) > 1 else "")
+    return ", ".join(step.outcomes)
+
+
+def deciding(step: Step) -> str:
+    if step.evidence is None:
+        return ""
+    text = _STAMP.sub("", step.evidence.text)
+    return f"L{step.evidence.line_no}: " + (text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…")
+
+
+def render_isolation(isolation: Isolation) -> RenderableType:
+    """The steps table, then the culprit (or why there is none) and what it cost."""
+    table = Table(title="isolation steps", title_justify="left")
+    table.add_column("#")
+    table.add_column("applied", overflow="fold", max_width=48)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("deciding line", overflow="fold", ratio=1)
+    for number, step in enumerate(isolation.steps, start=1):
+        table.add_row(
+            Text(str(number)),
+            Text(applied_text(step, len(isolation.factors))),
+            Text(outcomes_text(step), style=OUTCOME_STYLE.get(step.outcome.value, "")),
+            Text(result_text(step), style=RESULT_STYLE[step.result]),
+            Text(deciding(step)),
+        )
+    return Group(table, *summary(isolation))
+
+
+def summary(isolation: Isolation) -> list[Text]:
+    """The answer in a few lines."""
+    lines = [Text(f"note: {note}", style="dim") for note in isolation.notes]
+    if isolation.status is not Status.BAD_BASELINE:
+        lines.append(Text(f"target: {isolation.target.label} (what the bad launch did)"))
+    if isolation.status is Status.FOUND:
+        lines.extend(_culprit_lines(isolation))
+    elif isolation.status is Status.NOT_ISOLABLE:
+        lines.append(Text(f"not isolable: {isolation.reason}", style="bold yellow"))
+        if isolation.suspects:
+            names = ", ".join(isolation.suspects)
+            lines.append(Text(f"suspects: {names} (in every configuration that showed the target)"))
+    elif isolation.status is Status.BAD_BASELINE:
+        lines.append(Text(f"the baselines do not behave: {isolation.reason}", style="bold red"))
+    else:
+        lines.append(Text(isolation.reason, style="bold yellow"))
+    lines.append(Text(f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
+    return lines
+
+
+def _culprit_lines(isolation: Isolation) -> list[Text]:
+    factors = [isolation.factor(name) for name in isolation.culprit]
+    shown = ", ".join(f"{f.name} (good: {f.label(False)}, bad: {f.label(True)})" for f in factors)
+    lines = [Text(f"culprit: {shown}", style="bold red")]
+    if len(factors) > 1:
+        lines.append(Text("guilty only together: the target needs every one of them, and none of the others"))
+    return lines
+
+
+class IsolationProgress:
+    """Each step as it ends (plain lines, also in CI logs); a spinner on a terminal while a launch runs."""
+
+    def __init__(self, console: Console, factors: int):
+        self.console, self.factors = console, factors
+        self.lock = threading.Lock()
+        self.spinner: Spinner | None = None
+        self.running: dict[str, str] = {}
+
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
+        self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False)
+        if self.console.is_terminal:
+            self.spinner = self.console.status("launching")
+            self.spinner.start()
+
+    def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
+        self._running(item.name, "launching")
+
+    def on_phase(self, item: PlannedAttempt, phase: str) -> None:
+        self._running(item.name, phase)
+
+    def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
+        with self.lock:
+            self.running.pop(item.name, None)
+
+    def on_step(self, step: Step) -> None:
+        line = Text(f"{applied_text(step, self.factors)}: ")
+        line.append(outcomes_text(step), style=OUTCOME_STYLE.get(step.outcome.value, ""))
+        line.append(" -> ")
+        line.append(result_text(step), style=RESULT_STYLE[step.result])
+        with self.lock:
+            self.console.print(line)
+
+    def _running(self, name: str, what: str) -> None:
+        with self.lock:
+            self.running[name] = what
+            if self.spinner is not None:
+                self.spinner.update(", ".join(f"{n}: {w}" for n, w in self.running.items()))
+
+    def close(self) -> None:
+        if self.spinner is not None:
+            self.spinner.stop()
+            self.spinner = None

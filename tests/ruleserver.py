@@ -1,0 +1,93 @@
+"""A fake server whose failure is a known function of its own flags and environment: a real
+process (tests and benchmarks/isolate.py launch it through diagbench isolate).
+
+    ruleserver.py [--rule CONDS=>CLASS]... [--rate P] [--alternate FILE] [anything else]
+
+CONDS is a comma-separated list, all of which must hold: `--flag` (given), `--opt=value`
+(given with that value, in either form), `+word` (a word of the command line) or
+`NAME=value` (in the environment). The first
+rule that holds decides: CLASS is `capture` (CUDA graph capture error), `oom`, `crash`
+(exit 3, no error line) or `hang`. With `--rate P` a matching rule fails only with
+probability P; with `--alternate FILE` only on every other launch (a counter in FILE).
+Otherwise the server prints SGLang's ready line and waits to be stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+from pathlib import Path
+
+READY = "The server is fired up and ready to roll!"
+FAILURES = {
+    "capture": "RuntimeError: CUDA error: operation not permitted when stream is capturing",
+    "oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+}
+
+
+def options(argv: list[str]) -> dict[str, list[str | None]]:
+    """`--name value`, `--name=value` and bare flags, read the way the server's own parser would."""
+    found: dict[str, list[str | None]] = {}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word.startswith("--"):
+            name, sep, value = word.partition("=")
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if not sep and following is not None and not following.startswith("--"):
+                value, sep = following, "="
+                i += 1
+            found.setdefault(name, []).append(value if sep else None)
+        i += 1
+    return found
+
+
+def holds(condition: str, argv: list[str], opts: dict[str, list[str | None]]) -> bool:
+    if condition.startswith("+"):
+        return condition[1:] in argv
+    if condition.startswith("--"):
+        name, sep, value = condition.partition("=")
+        return name in opts and (not sep or value in opts[name])
+    name, _, value = condition.partition("=")
+    return os.environ.get(name) == value
+
+
+def decide(argv: list[str]) -> str | None:
+    opts = options(argv)
+    for rule in [r for r in opts.get("--rule", []) if r]:
+        conditions, _, outcome = rule.partition("=>")
+        if all(holds(c, argv, opts) for c in conditions.split(",") if c):
+            return outcome if fails_this_time(opts) else None
+    return None
+
+
+def fails_this_time(opts: dict[str, list[str | None]]) -> bool:
+    if opts.get("--rate"):
+        return random.random() < float(opts["--rate"][0] or 1)
+    if opts.get("--alternate"):
+        path = Path(opts["--alternate"][0] or "")
+        count = int(path.read_text() or 0) if path.exists() else 0
+        path.write_text(str(count + 1))
+        return count % 2 == 0
+    return True
+
+
+def main(argv: list[str]) -> int:
+    print("Load weight begin.", flush=True)
+    outcome = decide(argv)
+    if outcome in FAILURES:
+        print(FAILURES[outcome], file=sys.stderr, flush=True)
+        return 1
+    if outcome == "crash":
+        return 3
+    if outcome != "hang":
+        print(READY, flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    return 0
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,411 @@
+"""`diagbench isolate` with real processes: tests/ruleserver.py fails as a known function of its
+flags and environment, and every test checks that none of its processes is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from diagbench.isolate.problem import ServerRules, from_commands, from_spec
+from diagbench.isolate.record import Status, read_isolation
+from diagbench.isolate.run import IsolateOptions, IsolateResult, isolate
+from diagbench.isolate.search import Result
+from diagbench.launch.process import sweep_tagged
+from diagbench.schemas import load_schema
+from diagbench.spec.load import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = Path(__file__).parent / "ruleserver.py"
+RULES = ServerRules(signatures=("pytorch", "sglang"), timeout=30.0, grace=2.0)
+
+
+def line(*words: str, env: str = "") -> str:
+    """A command line for the rule server, as a user would paste it."""
+    return " ".join([env, shlex.quote(sys.executable), shlex.quote(str(SERVER)), "--port", "{port}", *words]).strip()
+
+
+class Recorder:
+    """IsolateEvents, recorded."""
+
+    def __init__(self) -> None:
+        self.steps: list[Any] = []
+        self.started: list[str] = []
+
+    def on_open(self, run_dir: Any, planned: Any) -> None:
+        return None
+
+    def on_start(self, item: Any, slot: Any) -> None:
+        self.started.append(item.name)
+
+    def on_phase(self, item: Any, phase: str) -> None:
+        return None
+
+    def on_done(self, item: Any, record: Any) -> None:
+        return None
+
+    def on_step(self, step: Any) -> None:
+        self.steps.append(step)
+
+
+class Isolations:
+    def __init__(self, folder: Path):
+        self.folder, self.results = folder, []
+
+    def run(self, good: str, bad: str, repeat: int = 1, parallel: int = 1, **env: list[str]) -> IsolateResult:
+        problem = from_commands(good, bad, env.get("good_env", []), env.get("bad_env", []), RULES, self.folder)
+        options = IsolateOptions(self.folder / "runs", None, repeat, parallel)
+        self.events = Recorder()
+        result = isolate(problem, options, self.events)
+        self.results.append(result)
+        return result
+
+
+@pytest.fixture
+def isolations(tmp_path: Path):
+    runner = Isolations(tmp_path)
+    yield runner
+    for result in runner.results:
+        assert_none_left(result.run_dir.path)
+        assert_schemas_hold(result.run_dir.path)
+
+
+def assert_schemas_hold(run_dir: Path) -> None:
+    """isolation.json, the manifest and every record match the shipped JSON Schemas."""
+    jsonschema.validate(json.loads((run_dir / "isolation.json").read_text()), load_schema("isolation"))
+    jsonschema.validate(json.loads((run_dir / "manifest.json").read_text()), load_schema("manifest"))
+    jsonschema.validate(json.loads((run_dir / "verdicts.json").read_text()), load_schema("verdicts"))
+    for path in run_dir.glob("cells/*/result.json"):
+        jsonschema.validate(json.loads(path.read_text()), load_schema("result"))
+
+
+def assert_none_left(run_dir: Path) -> None:
+    deadline = time.monotonic() + 3
+    while (left := sweep_tagged(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == [], f"processes left behind: {left}"
+
+
+def launched_configurations(run_dir: Path) -> list[tuple[str, ...]]:
+    """Every launch's argv (port blanked) and env changes, from the records on disk."""
+    out = []
+    for path in sorted(run_dir.glob("cells/*/result.json")):
+        record = json.loads(path.read_text())
+        if record["started_at"] is None:
+            continue
+        argv = " ".join(record["command"])
+        argv = re.sub(r"--port \d+", "--port P", argv)
+        env = sorted(f"{k}={v}" for k, v in record["env_changes"].items() if k not in ("PYTHONUNBUFFERED",))
+        out.append((argv, *env))
+    return out
+
+
+def test_one_culprit_among_six_differences(isolations):
+    result = isolations.run(
+        line("--rule=--compile=>capture", env="K=0"),
+        line("--rule=--compile=>capture", "--compile", "--max-bs", "64", "--mode=fast", "extra", env="K=1 G=1"),
+    )
+    iso = result.isolation
+    assert [f.name for f in iso.factors] == ["K", "G", "--compile", "--max-bs", "--mode", "positional#2"]
+    assert iso.status is Status.FOUND and iso.culprit == ("--compile",)
+    assert iso.target.label == "failed:cuda_graph_capture"
+    assert [s.baseline for s in iso.steps[:2]] == ["good", "bad"]
+    assert [s.result for s in iso.steps[:2]] == [Result.PASS, Result.FAIL]
+    assert iso.launches == len(iso.steps) <= 2 + 6
+    folders = sorted(p.name for p in (result.run_dir.path / "cells").iterdir())
+    assert folders[:2] == ["001-good-r1", "002-bad-r1"]
+    assert any(f.endswith("-compile-r1") for f in folders)
+    on_disk = json.loads((result.run_dir.path / "isolation.json").read_text())
+    assert on_disk["culprit"] == ["--compile"] and on_disk["launches"] == iso.launches
+    assert on_disk["target"] == {"outcome": "failed", "failure_class": "cuda_graph_capture"}
+    assert {"applied", "outcome", "failure_class", "result"} <= set(on_disk["steps"][2])
+    assert isolations.events.steps == list(iso.steps)  # each step was told as it ended
+
+
+def test_each_step_is_on_disk_as_it_ends(isolations):
+    seen: list[int] = []
+
+    class Watching(Recorder):
+        def on_step(self, step: Any) -> None:
+            partial = read_isolation(next((isolations.folder / "runs").glob("2*")))
+            assert partial is not None and partial.status is Status.INTERRUPTED
+            seen.append(len(partial.steps))
+
+    rule = "--rule=--x=>capture"
+    problem = from_commands(line(rule), line(rule, "--x", "--y"), [], [], RULES, isolations.folder)
+    result = isolate(problem, IsolateOptions(isolations.folder / "runs"), Watching())
+    isolations.results.append(result)
+    assert seen == list(range(1, len(result.isolation.steps) + 1))
+    assert read_isolation(result.run_dir.path) == result.isolation
+
+
+@pytest.mark.parametrize(
+    ("rule", "good", "bad", "culprit"),
+    [
+        ("--mode=fast=>oom", ["--mode", "slow"], ["--mode=fast", "--zz"], ("--mode", "option")),
+        ("+model-b=>oom", ["model-a"], ["model-b", "--zz"], ("positional#2", "positional")),
+        ("K=1=>oom", ["--env=K=0"], ["--env=K=1", "--zz"], ("K", "env")),
+    ],
+)
+def test_the_culprit_can_be_an_equals_form_a_positional_or_a_variable(isolations, rule, good, bad, culprit):
+    envs = [" ".join(w.split("=", 1)[1] for w in words if w.startswith("--env=")) for words in (good, bad)]
+    good, bad = ([w for w in words if not w.startswith("--env=")] for words in (good, bad))
+    result = isolations.run(line(f"--rule={rule}", *good, env=envs[0]), line(f"--rule={rule}", *bad, env=envs[1]))
+    iso = result.isolation
+    assert len(iso.factors) == 2
+    assert iso.status is Status.FOUND and iso.culprit == (culprit[0],)
+    assert iso.factor(culprit[0]).kind.value == culprit[1]
+
+
+def test_a_pair_guilty_only_together_is_found_and_nothing_launches_twice(isolations):
+    factors = ["--a", "--b", "--c", "--d", "--e", "--f"]
+    rule = "--rule=--b,--e=>capture"
+    result = isolations.run(line(rule), line(rule, *factors))
+    iso = result.isolation
+    assert iso.status is Status.FOUND and iso.culprit == ("--b", "--e")
+    alone = {s.applied: s.result for s in iso.steps}
+    assert alone.get(("--b",), Result.PASS) is Result.PASS and alone.get(("--e",), Result.PASS) is Result.PASS
+    launched = launched_configurations(result.run_dir.path)
+    assert len(launched) == iso.launches
+    assert [c for c, n in Counter(launched).items() if n > 1] == []
+
+
+def test_a_probe_that_fails_differently_is_unresolved_not_the_target(isolations):
+    rules = ["--rule=--a,--b=>capture", "--rule=--a=>oom"]
+    result = isolations.run(line(*rules), line(*rules, "--a", "--b", "--c"))
+    iso = result.isolation
+    other = [s for s in iso.steps if s.label == "failed:oom"]
+    assert other and all(s.result is Result.UNRESOLVED and not s.flaky for s in other)
+    assert iso.status is Status.FOUND and iso.culprit == ("--a", "--b")
+
+
+def test_when_every_smaller_set_fails_differently_it_is_not_isolable(isolations):
+    rules = ["--rule=--a,--b=>capture", "--rule=--a=>oom", "--rule=--b=>crash"]
+    result = isolations.run(line(*rules), line(*rules, "--a", "--b"))
+    assert result.isolation.status is Status.NOT_ISOLABLE
+    assert result.isolation.status.exit_code == 1
+    assert {s.label for s in result.isolation.steps} == {"ready", "failed:cuda_graph_capture", "failed:oom", "crashed"}
+
+
+def test_a_good_launch_that_fails_stops_with_its_reason_and_keeps_the_records(isolations):
+    result = isolations.run(line("--rule=--x=>oom", "--x"), line("--rule=--x=>oom", "--x", "--y"))
+    iso = result.isolation
+    assert iso.status is Status.BAD_BASELINE and iso.status.exit_code == 2
+    assert iso.reason.startswith("the good launch did not come up: failed:oom (L2: torch.OutOfMemoryError")
+    assert len(iso.steps) == 2 and iso.launches == 2
+    assert len(list(result.run_dir.path.glob("cells/*/result.json"))) == 2
+    assert read_isolation(result.run_dir.path) == iso
+
+
+def test_a_bad_launch_that_comes_up_stops_too(isolations):
+    result = isolations.run(line(), line("--y"))
+    assert result.isolation.status is Status.BAD_BASELINE
+    assert result.isolation.reason == "the bad launch came up: there is no failure to isolate"
+    assert result.isolation.target.label == "ready"  # what the bad launch did
+
+
+def test_repeats_make_a_flaky_probe_unresolved_and_name_the_suspect(isolations, tmp_path):
+    counter = tmp_path / "launches"
+    rule = f"--rule=--x=>capture --alternate {counter}"  # every other launch with --x fails
+    result = isolations.run(line(rule), line(rule, "--x", "--y"), repeat=2)
+    iso = result.isolation
+    assert iso.status is Status.NOT_ISOLABLE and iso.reason.startswith("flaky:")
+    assert iso.suspects == ("--x",)
+    flaky = [s for s in iso.steps if s.flaky]
+    assert flaky and all(s.result is Result.UNRESOLVED and len(set(s.outcomes)) == 2 for s in flaky)
+    assert "the bad launch is flaky: 1 of 2 launches were failed:cuda_graph_capture" in iso.notes
+    assert all(len(s.attempts) == 2 for s in iso.steps) and iso.launches == 2 * len(iso.steps)
+
+
+def test_repeats_of_a_steady_server_agree_and_find_it(isolations):
+    rule = "--rule=--x=>capture"
+    result = isolations.run(line(rule), line(rule, "--x", "--y", "--z"), repeat=2)
+    assert result.isolation.status is Status.FOUND and result.isolation.culprit == ("--x",)
+    assert not any(s.flaky for s in result.isolation.steps)
+
+
+def test_parallel_probes_give_the_same_answer(isolations):
+    rule = "--rule=--c,--f=>capture"
+    words = ["--a", "--b", "--c", "--d", "--e", "--f"]
+    serial = isolations.run(line(rule), line(rule, *words)).isolation
+    wide = isolations.run(line(rule), line(rule, *words), parallel=3)
+    assert wide.isolation.culprit == serial.culprit == ("--c", "--f")
+    launched = launched_configurations(wide.run_dir.path)
+    assert len(launched) == len(set(launched)) == wide.isolation.launches
+
+
+def test_gpu_slots_run_probes_at_once_each_on_its_own_gpus(isolations):
+    from diagbench.spec.gpus import gpu_request_option
+
+    rule = "--rule=--b,--d=>capture"
+    problem = from_commands(line(rule), line(rule, "--a", "--b", "--c", "--d"), [], [], RULES, isolations.folder)
+    options = IsolateOptions(isolations.folder / "runs", None, 1, None, gpu_request_option("0,1"))
+    result = isolate(problem, options, Recorder())
+    isolations.results.append(result)
+    assert result.isolation.culprit == ("--b", "--d")
+    records = [json.loads(p.read_text()) for p in result.run_dir.path.glob("cells/*/result.json")]
+    assert {tuple(r["gpus"]) for r in records} == {("0",), ("1",)}
+    assert all(r["env_changes"]["CUDA_VISIBLE_DEVICES"] == r["gpus"][0] for r in records)
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    assert manifest["options"]["slots"] == [["0"], ["1"]]
+
+
+def test_spec_axes_are_the_factors(tmp_path):
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(
+        f"""
+name: axes
+server:
+  command: [{json.dumps(sys.executable)}, {json.dumps(str(SERVER))}, "--rule=--compile,K=1=>capture"]
+  signatures: [pytorch, sglang]
+  timeout: 30s
+  grace: 2s
+matrix:
+  kernel: {{env: K, values: {{mma: "1", stock: "0"}}}}
+  compile: {{flag: --compile, values: [on, off]}}
+  bs: {{args: [--max-bs, "{{value}}"], values: [32, 64]}}
+expect:
+  - {{when: {{compile: on}}, outcome: ready}}
+"""
+    )
+    problem = from_spec(
+        load_spec(spec_path), "kernel=stock,compile=off,bs=32", "kernel=mma,compile=on,bs=64", None, None
+    )
+    result = isolate(problem, IsolateOptions(tmp_path / "runs"), Recorder())
+    assert_none_left(result.run_dir.path)
+    assert_schemas_hold(result.run_dir.path)
+    iso = result.isolation
+    assert [f.name for f in iso.factors] == ["kernel", "compile", "bs"]
+    assert iso.status is Status.FOUND and iso.culprit == ("kernel", "compile")
+    assert result.run_dir.path.name.endswith("-axes-isolate")
+    assert iso.commands is not None and iso.commands["bad"].endswith(
+        "ruleserver.py '--rule=--compile,K=1=>capture' --compile --max-bs 64"
+    )
+    assert iso.commands["bad"].startswith("K=1 ")
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    assert manifest["expect"] == [] and manifest["hypotheses"] == []  # probes are not the matrix's cells
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def diagbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "diagbench", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+
+
+def test_json_prints_isolation_json_and_exit_0(tmp_path):
+    rule = "--rule=--x=>capture"
+    done = diagbench("isolate", "--good", line(rule), "--bad", line(rule, "--x", "--y"), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    assert printed == json.loads((run_dir / "isolation.json").read_text())
+    assert printed["culprit"] == ["--x"] and printed["status"] == "found"
+    assert "2 factor(s) between good and bad" in done.stderr  # the people's view goes to stderr
+    assert_none_left(run_dir)
+    report = diagbench("report", str(run_dir), cwd=tmp_path)
+    assert report.returncode == 0
+    assert "culprit: --x (good: -, bad: on)" in report.stdout
+    assert "L2: RuntimeError: CUDA error: operation not permitted when stream is capturing" in report.stdout
+
+
+def test_a_misbehaving_baseline_is_exit_2_with_one_message(tmp_path):
+    done = diagbench("isolate", "--good", line("--rule=--x=>oom", "--x"), "--bad", line("--x", "--y"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "diagbench: the good launch did not come up: failed:oom" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(list(tmp_path.glob("runs/2*/cells/*/result.json"))) == 2
+
+
+def test_dry_run_lists_factors_and_commands_and_launches_nothing(tmp_path):
+    done = diagbench(
+        "isolate",
+        "--good",
+        "A=0 serve --port {port} --bs 32",
+        "--bad",
+        "A=1 serve --port {port} --bs=64 --fast",
+        "--bad-env",
+        "B=2",
+        "--dry-run",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "4 factor(s) between good and bad" in done.stdout
+    assert "good: A=0 serve --port {port} --bs 32" in done.stdout
+    assert "bad: A=1 B=2 serve --port {port} --bs=64 --fast" in done.stdout
+    assert "the full matrix: 16 launches" in done.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--good", "serve --x", "--bad", "serve --x"], "diagbench: the good and the bad launch are the same"),
+        (["--good", "a", "--bad", "b", "--timeout", "soon"], "diagbench: --timeout soon: expected a duration"),
+        (["--good", "a", "--bad", "b", "--ready", "("], "diagbench: --ready '(': invalid regular expression"),
+        (["--good", "a", "--bad", "b", "--signatures", "sglng"], "diagbench: --signatures: unknown pack 'sglng'"),
+        (["--good", "a", "--bad", "b", "--parallel", "2"], "diagbench: --parallel 2: put {port} where each"),
+    ],
+)
+def test_unusable_requests_are_exit_2(tmp_path, args, message):
+    done = diagbench("isolate", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
+    rules = ["--rule=--a,--b=>capture", "--rule=--a=>hang"]  # the first probe, --a alone, hangs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagbench", "isolate", "--good", line(*rules), "--bad", line(*rules, "--a", "--b")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("runs/*/cells/003-*/server.log")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, output.decode()
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    outcomes = [json.loads(p.read_text())["outcome"] for p in sorted(run_dir.glob("cells/*/result.json"))]
+    assert outcomes == ["ready", "failed", "cancelled"]
+    iso = read_isolation(run_dir)
+    assert iso is not None and iso.status is Status.INTERRUPTED and iso.culprit == ()
+    assert [s.label for s in iso.steps] == ["ready", "failed:cuda_graph_capture", "cancelled"]
+    assert b"Traceback" not in output
+    assert_none_left(run_dir)
+    assert_schemas_hold(run_dir)
+
+
+def test_the_readme_demo_finds_torch_compile_in_five_launches(isolations):
+    """The README's demo, as written there, against the simulated SGLang server."""
+    readme = (ROOT / "README.md").read_text()
+    good = re.search(r"--good '([^']+)' \\\n\s+--bad '([^']+)'", readme)
+    assert good is not None, "the README's isolate demo command moved"
+    result = isolations.run(good[1], good[2])
+    iso = result.isolation
+    assert iso.culprit == ("--enable-torch-compile",) and iso.launches == 5
+    assert f"{iso.launches} launches; toggling one factor at a time: 6 launches" in readme
+    assert "culprit: --enable-torch-compile (good: -, bad: on)" in readme

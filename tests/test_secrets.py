@@ -1,0 +1,281 @@
+"""Secrets never reach a file diagbench writes or anything it prints.
+
+The end-to-end tests launch a real server whose command line, environment and matrix carry
+secrets, then read every file of the run directory, the JUnit and Markdown reports and
+everything `run`, `plan` and `report` printed, and look for each secret value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from diagbench.launch.process import sweep_tagged
+from diagbench.records.redact import Redactor, redact_yaml
+from diagbench.sensitive import REDACTED, looks_secret, secret_name
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = """
+import os, sys, time
+print("loading weights", flush=True)
+if os.environ.get("ECHO_SECRETS"):  # a server that logs its own settings, as SGLang and vLLM do
+    print(f"server_args=ServerArgs(api_key='{os.environ['MY_SERVICE_TOKEN']}', hf={os.environ['HF_TOKEN']!r})")
+    print(f"caller {os.environ['DIAGBENCH_TEST_API_KEY']} Authorization: Bearer abcdefghijklmnopqrstuv")
+    print(f"READY argv={sys.argv[1:]}", flush=True)
+else:
+    print("READY", flush=True)
+time.sleep(60)
+"""
+# every value a secret could leak as; each is 8 characters or more, so a grep is meaningful
+SECRETS = {
+    "api_key_flag": "sk-abcdefghijklmnop1234",  # --api-key X (and a value shape)
+    "token_eq_flag": "tok-eq-0123456789",  # --token=X (by flag name alone)
+    "hf_env": "hf_ABCDEFGHIJKLMNOPQRSTUV",  # HF_TOKEN (name and shape)
+    "service_env": "srv-secret-value-42",  # MY_SERVICE_TOKEN (by name alone)
+    "axis_one": "axis-secret-one-111",  # a matrix env axis on a secret name
+    "axis_two": "axis-secret-two-222",
+    "password_axis": "pw-long-secret-333",  # an args axis: --password {value}
+    "jwt_plain": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",  # shape, innocent name
+    "caller_env": "caller-secret-zzz-999",  # in diagbench's own environment, inherited by the server
+}
+
+
+def spec_text(tmp: Path, echo: bool) -> str:
+    server = tmp / "server.py"
+    server.write_text(SERVER)
+    return f"""
+name: secrets
+description: keep {SECRETS["jwt_plain"]} out of the records
+server:
+  command: {sys.executable} {server} --api-key {SECRETS["api_key_flag"]} --token={SECRETS["token_eq_flag"]} --port {{port}}
+  env:
+    HF_TOKEN: {SECRETS["hf_env"]}
+    MY_SERVICE_TOKEN: "{SECRETS["service_env"]}"
+    API_KEY: "e"
+    SESSION: "{SECRETS["jwt_plain"]}"
+    PLAIN: every e here
+    {"ECHO_SECRETS: '1'" if echo else "QUIET: '1'"}
+  ready: {{log: READY}}
+  timeout: 20s
+  grace: 1s
+matrix:
+  tok: {{env: MY_AXIS_TOKEN, values: {{one: "{SECRETS["axis_one"]}", two: "{SECRETS["axis_two"]}"}}}}
+  pw: {{args: [--password, "{{value}}"], values: {{long: "{SECRETS["password_axis"]}"}}}}
+"""
+
+
+def diagbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"],
+        "GITHUB_STEP_SUMMARY": str(cwd / "summary.md"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "diagbench", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+
+
+def assert_nothing_left(run_id: str) -> None:
+    deadline = time.monotonic() + 3
+    while (left := sweep_tagged(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == [], f"processes left behind: {left}"
+
+
+def leaks(text: str) -> list[str]:
+    return [name for name, value in SECRETS.items() if value in text]
+
+
+def run_and_gather(tmp_path: Path, echo: bool) -> tuple[dict[str, str], Path]:
+    """Everything diagbench wrote or printed for one run, by where it came from."""
+    (tmp_path / "spec.yaml").write_text(spec_text(tmp_path, echo))
+    seen: dict[str, str] = {}
+    plan = diagbench("plan", "spec.yaml", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    seen["plan"] = plan.stdout + plan.stderr
+    run = diagbench("run", "spec.yaml", "--run-id", "s", "--junit", "junit.xml", cwd=tmp_path)
+    assert_nothing_left("s")
+    assert run.returncode == 0, run.stderr
+    seen["run"] = run.stdout + run.stderr
+    for fmt in ("table", "md", "json", "junit"):
+        report = diagbench("report", "runs/s", "--format", fmt, cwd=tmp_path)
+        assert report.returncode == 0, report.stderr
+        seen[f"report {fmt}"] = report.stdout + report.stderr
+    for path in sorted(tmp_path.rglob("*")):
+        if path.is_file() and path.name not in ("spec.yaml", "server.py"):
+            seen[str(path.relative_to(tmp_path))] = path.read_text(errors="replace")
+    return seen, tmp_path / "runs" / "s"
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path]:
+    """One run of a server that keeps its secrets to itself (shared by the tests that read it)."""
+    return run_and_gather(tmp_path_factory.mktemp("quiet"), echo=False)
+
+
+def test_no_secret_in_any_file_or_output_of_a_run(quiet: tuple[dict[str, str], Path]) -> None:
+    seen, _ = quiet
+    assert {"plan", "run", "junit.xml", "summary.md", "runs/s/manifest.json", "runs/s/verdicts.json"} <= set(seen)
+    assert len([k for k in seen if k.endswith("result.json")]) == 2
+    assert {where: leaks(text) for where, text in seen.items() if leaks(text)} == {}
+    assert REDACTED in seen["plan"] and REDACTED in seen["runs/s/manifest.json"]
+
+
+def test_the_manifest_keeps_what_is_not_secret(quiet: tuple[dict[str, str], Path]) -> None:
+    _, run = quiet
+    manifest = json.loads((run / "manifest.json").read_text())
+    server = manifest["spec"]["server"]
+    assert server["env"]["API_KEY"] == REDACTED and server["env"]["PLAIN"] == "every e here"
+    assert server["command"][2:6] == ["--api-key", REDACTED, f"--token={REDACTED}", "--port"]
+    assert manifest["spec"]["matrix"]["tok"]["values"] == {"one": REDACTED, "two": REDACTED}
+    assert [c["args"] for c in manifest["cells"]] == [["--password", REDACTED]] * 2
+    # the spec text: a short secret is blanked in its slot only, and the text is still the spec
+    text = manifest["spec_text"]
+    assert 'API_KEY: "<redacted>"' in text and "PLAIN: every e here" in text and "name: secrets" in text
+    redacted = yaml.safe_load(text)
+    original = yaml.safe_load((run.parent.parent / "spec.yaml").read_text())
+    assert redacted["server"]["timeout"] == original["server"]["timeout"]
+    assert redacted["matrix"]["pw"]["args"] == ["--password", "{value}"]  # the template is not a secret
+
+
+def test_a_server_that_prints_its_secrets_is_blanked_everywhere_but_its_own_log(tmp_path: Path) -> None:
+    seen, run = run_and_gather(tmp_path, echo=True)
+    logs = {where for where in seen if where.endswith("server.log")}
+    assert len(logs) == 2
+    for where in logs:  # server.log is the server's own bytes, kept raw
+        assert "api_key='srv-secret-value-42'" in seen[where]
+    assert {where: leaks(text) for where, text in seen.items() if where not in logs and leaks(text)} == {}
+    record = json.loads(next(run.glob("cells/*/result.json")).read_text())
+    assert record["evidence"]["text"].startswith("READY argv=[")  # the deciding line is kept, blanked
+    assert "abcdefghijklmnopqrstuv" not in seen["junit.xml"]  # a Bearer token in the log tail
+
+
+def test_plan_shows_secret_variables_blanked(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(spec_text(tmp_path, echo=False))
+    plan = diagbench("plan", "spec.yaml", cwd=tmp_path)
+    assert plan.returncode == 0
+    assert f"HF_TOKEN={REDACTED}" in plan.stdout and f"API_KEY={REDACTED}" in plan.stdout
+    assert "PLAIN=every e here" in plan.stdout
+    assert f"--api-key {REDACTED} --token={REDACTED}" in plan.stdout
+
+
+@pytest.mark.parametrize(
+    "axis",
+    [
+        '{env: HF_TOKEN, values: ["a-token-value", "another-value"]}',
+        '{args: [--api-key, "{value}"], values: [k1, k2]}',
+        '{env: MODEL, values: ["hf_abcdefghijklmnopqrst"]}',
+    ],
+)
+def test_a_secret_cannot_be_a_label(tmp_path: Path, axis: str) -> None:
+    (tmp_path / "spec.yaml").write_text(f"name: x\nserver: {{command: foo}}\nmatrix:\n  a: {axis}\n")
+    proc = diagbench("plan", "spec.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "a secret would be its cell's label" in proc.stderr
+    assert "give each value a label: values: {a: ..., b: ...}" in proc.stderr
+
+
+# -- the rules, one by one ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["HF_TOKEN", "OPENAI_API_KEY", "--api-key", "--hf-token", "--token", "--password", "apiKey", "HF_TOKEN2", "AUTH"],
+)
+def test_secret_names(name: str) -> None:
+    assert secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["MAX_TOKENS", "--max-total-tokens", "--tokenizer", "TOKENIZERS_PARALLELISM", "HF_TOKEN_PATH", "PWD"]
+)
+def test_names_that_only_contain_a_secret_word(name: str) -> None:
+    assert not secret_name(name)
+
+
+def test_argv_by_flag_both_forms_and_inside_a_shell_string() -> None:
+    argv = ["srv", "--api-key", "e", "--token=abc", "--max-tokens", "100", "sh -c 'x --hf-token zz --port 1'"]
+    assert Redactor().argv(argv) == [
+        "srv",
+        "--api-key",
+        REDACTED,
+        f"--token={REDACTED}",
+        "--max-tokens",
+        "100",
+        f"sh -c 'x --hf-token {REDACTED} --port 1'",
+    ]
+
+
+def test_a_short_secret_is_never_blanked_as_a_substring() -> None:
+    secrets = Redactor.of([{"API_KEY": "e", "LONG_TOKEN": "long-secret-1"}])
+    assert secrets.known == frozenset({"long-secret-1"})
+    assert secrets.text("every e here; long-secret-1") == f"every e here; {REDACTED}"
+    text = 'env: {API_KEY: "e", NOTE: every e here}\n'
+    assert redact_yaml(text, secrets) == 'env: {API_KEY: "<redacted>", NOTE: every e here}\n'
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "hf_abcdefghijklmnopqrstu",
+        "sk-proj-abcdefghijkl",
+        "ghp_abcdefghijklmnopqrst",
+        "nvapi-abcdefghijklmnop",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2ln",
+    ],
+)
+def test_value_shapes(value: str) -> None:
+    assert looks_secret(value)
+    assert Redactor().env({"INNOCENT": f"x {value} y"}) == {"INNOCENT": f"x {REDACTED} y"}
+
+
+@pytest.mark.parametrize("value", ["task-abcdefghijkl", "/models/hf_cache", "Qwen/risk-assessment-model", "sk-short"])
+def test_values_that_only_resemble_a_shape(value: str) -> None:
+    assert not looks_secret(value)
+
+
+def test_a_servers_own_words() -> None:
+    line = "ServerArgs(api_key='s3cr3t', max_tokens=5, model='m') HF_TOKEN=abc 'token': \"xyz\" https://u:pw@h/x"
+    assert Redactor().log(line) == (
+        f"ServerArgs(api_key='{REDACTED}', max_tokens=5, model='m') HF_TOKEN={REDACTED} "
+        f"'token': \"{REDACTED}\" https://u:{REDACTED}@h/x"
+    )
+    assert Redactor().log("api_key=None, token: null") == "api_key=None, token: null"
+
+
+def test_a_block_scalar_command_stays_valid_yaml() -> None:
+    text = "server:\n  command: |\n    srv --password hunter2\n  timeout: 5s\n"
+    out = redact_yaml(text, Redactor())
+    assert "hunter2" not in out
+    assert yaml.safe_load(out) == {"server": {"command": f"srv --password {REDACTED}\n", "timeout": "5s"}}
+
+
+def test_an_assignment_inside_a_command_word() -> None:
+    argv = ["docker", "run", "-e", "HF_TOKEN=abcdefghij12", "img", "--override", '{"api_key": "zzzzzzzzzz"}']
+    secrets = Redactor.of(argvs=[argv])
+    assert secrets.known == frozenset({"abcdefghij12", "zzzzzzzzzz"})
+    assert secrets.argv(argv)[3:] == [f"HF_TOKEN={REDACTED}", "img", "--override", f'{{"api_key": "{REDACTED}"}}']
+    text = "server:\n  command: [docker, run, -e, HF_TOKEN=abcdefghij12, img]\nclaim: 'the token: 300'\n"
+    assert redact_yaml(text, Redactor()) == (
+        "server:\n  command: [docker, run, -e, \"HF_TOKEN=<redacted>\", img]\nclaim: 'the token: 300'\n"
+    )
+
+
+def test_the_part_of_a_secret_left_at_a_cut_end_is_blanked() -> None:
+    from diagbench.records.record import AttemptRecord
+    from diagbench.records.redact import redact_record
+
+    secrets = Redactor.of([{"MY_TOKEN": "abcdefgh12345678"}])
+    clipped = "READY " + "x" * 484 + "abcdefgh12"  # a 500-character deciding line cut inside the secret
+    record = AttemptRecord("c", 1, "a", {}, [], {}, "ready", evidence={"line_no": 3, "text": clipped})
+    assert redact_record(record, secrets).evidence.text == "READY " + "x" * 484 + REDACTED
+    assert secrets.cut("345678 and the rest of a log tail") == f"{REDACTED} and the rest of a log tail"
+    assert secrets.cut("clipped at hf_abc") == f"clipped at {REDACTED}"
+    assert secrets.cut("an ordinary line that ends in 1234") == "an ordinary line that ends in 1234"
