@@ -62,7 +62,7 @@ def run(
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
     slots = None  # on Slurm the cluster hands out GPUs, not this host
-    if requested(loaded_spec, where, resume).resolved_kind is ExecutorKind.LOCAL:
+    if guarded(lambda: requested(loaded_spec, where, resume)).resolved_kind is ExecutorKind.LOCAL:
         slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
         for note in slots.notes:
             err.print(f"diagbench: note: {note}", markup=False)

@@ -73,17 +73,19 @@ class Placement:
 
 
 def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:
-    """The executor settings asked for: the command line's over a resumed run's (or the spec's)."""
-    return given.over(_recorded(resume) if resume is not None else spec.executor)
+    """The executor settings asked for: the command line's over a resumed run's (or the
+    spec's). Slurm options for a run on this host are a mistake, said here."""
+    layers = given.over(_recorded(resume) if resume is not None else spec.executor)
+    if layers.resolved_kind is ExecutorKind.LOCAL and layers.given_slurm_options():
+        option = _OPTION_NAMES.get(layers.given_slurm_options()[0], "executor options")
+        raise UserError(f"{option} applies to --executor slurm (add it, or set executor: slurm in the spec)")
+    return layers
 
 
 def place(spec: Spec, given: ExecutorSpec, runs_dir: Path, resume: Path | None) -> Placement:
     """Settle the executor; for Slurm, check the options and that a node sees `runs_dir`."""
     layers = requested(spec, given, resume)
     if layers.resolved_kind is ExecutorKind.LOCAL:
-        if layers.given_slurm_options():
-            option = _OPTION_NAMES.get(layers.given_slurm_options()[0], "executor options")
-            raise UserError(f"{option} applies to --executor slurm (add it, or set executor: slurm in the spec)")
         return Placement(layers)
     from diagbench.execute.slurm.jobs import SlurmSettings
     from diagbench.execute.slurm.probe import check_cluster
