@@ -243,11 +243,11 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return "expected one of: " + ", ".join(options)
 
 
-def load_document(path: Path) -> tuple[Src, str]:
-    """Parse a YAML file into its root node; returns the node and the source text."""
+def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
+    """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the text."""
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8") if text is None else text
     except FileNotFoundError:
         raise SpecError(name, None, "", "no such file", "check the path") from None
     except IsADirectoryError:

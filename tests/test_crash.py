@@ -242,7 +242,7 @@ def _one_clear_line(proc: subprocess.CompletedProcess[str], file: str, error: st
     assert len(lines) == 1, proc.stderr
     assert f"cannot write {file}: {error}; the run stopped" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert proc.stdout.count("[start]") == 1  # nothing launched after the failed write
+    assert proc.stdout.count(": launching") == 1  # nothing launched after the failed write
 
 
 @pytest.fixture

@@ -226,7 +226,8 @@ def test_refuted_early_skips_the_rest_of_its_cells(runs, tmp_path):
     assert got["crash"] == ("skipped", NOTHING_TO_DECIDE)
     full, stopped = (view_of(load_run(r.run_dir.path)) for r in (runs.last, gated))
     changes = diff_runs(full, stopped)  # ready -> skipped is a change, never a regression
-    assert changes.regressions == 0 and changes.verdicts == [] and ("mode=ok1", "ready", "skipped") in changes.cells
+    moved = [(c.cell_id, c.before.words, c.after.words) for c in changes.cells]
+    assert changes.regressions == 0 and changes.verdicts == [] and ("mode=ok1", "ready", "not run (skipped)") in moved
 
 
 def test_supported_needs_every_deciding_cell(runs, tmp_path):

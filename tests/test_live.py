@@ -1,8 +1,10 @@
-"""The live progress display, on a terminal and off one."""
+"""The live progress display: a screen that fits a small terminal, and plain lines for CI."""
 
 from __future__ import annotations
 
 import io
+import re
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -10,46 +12,175 @@ from rich.console import Console
 from diagbench.execute.slots import Slot
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
-from diagbench.render.live import Progress
+from diagbench.render.live import Progress, duration
 from diagbench.spec.load import load_spec
+from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def drive(terminal: bool) -> str:
-    spec = load_spec(ROOT / "experiments" / "demo.yaml")
-    planned = [PlannedAttempt(cell, 1) for cell in spec.cells]
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def demo_planned() -> list[PlannedAttempt]:
+    return [PlannedAttempt(cell, 1) for cell in load_spec(ROOT / "experiments" / "demo.yaml").cells]
+
+
+def long_matrix(tmp_path: Path, cells: int) -> list[PlannedAttempt]:
+    spec = tmp_path / "long.yaml"
+    labels = ", ".join(f'"{i}"' for i in range(cells))
+    spec.write_text(
+        f"name: long\nserver: {{command: 'srv {{port}}'}}\nmatrix:\n  bs: {{env: BS, values: [{labels}]}}\n"
+    )
+    return [PlannedAttempt(cell, 1) for cell in load_spec(spec).cells]
+
+
+def record(cell: Cell, name: str, outcome: str, failure_class: str | None = None, **kw) -> AttemptRecord:
+    return AttemptRecord(
+        cell_id=cell.id,
+        repeat=1,
+        attempt=name,
+        params=dict(cell.params),
+        command=[],
+        env_changes={},
+        outcome=outcome,
+        failure_class=failure_class,
+        **kw,
+    )
+
+
+def console(terminal: bool, height: int = 40, width: int = 100) -> tuple[Console, io.StringIO]:
     buffer = io.StringIO()
-    progress = Progress(Console(file=buffer, force_terminal=terminal, width=160, color_system=None))
-    progress.on_open(RunDir(Path("/tmp/x")), planned)
+    return Console(file=buffer, force_terminal=terminal, width=width, height=height, color_system=None), buffer
+
+
+def screen(progress: Progress, width: int = 100, height: int = 15) -> list[str]:
+    """Render one frame as the terminal would show it."""
+    shot = Console(file=io.StringIO(), width=width, height=height, color_system=None, force_terminal=True)
+    with shot.capture() as capture:
+        shot.print(progress.frame())
+    return capture.get().rstrip("\n").split("\n")
+
+
+def test_a_long_matrix_fits_a_small_terminal_with_every_running_attempt_visible(tmp_path):
+    planned = long_matrix(tmp_path, 30)
+    clock = Clock()
+    term, _ = console(terminal=True, height=15)
+    progress = Progress(term, timeout_s=600, clock=clock)
+    progress.on_open(RunDir(tmp_path), planned)
+    progress.close()  # the frame is rendered by hand below, not by the refresh thread
+    for i, item in enumerate(planned[:20]):
+        progress.on_start(item, Slot(0))
+        clock.now += 30
+        outcome = ("ready", None) if i % 4 else ("failed", "oom")
+        progress.on_done(item, record(item.cell, item.name, *outcome, time_to_outcome_s=29.5))
+    for n, item in enumerate(planned[20:23]):
+        progress.on_start(item, Slot(n, gpus=(str(2 * n), str(2 * n + 1))))
+        progress.on_phase(item, f"capture bs={8 * (n + 1)}")
+        clock.now += 10
+
+    lines = screen(progress, height=15)
+    text = "\n".join(lines)
+    assert len(lines) <= 14  # never more than the terminal holds (one line kept free)
+    assert lines[0] == "20/30 done · 3 running · 10m30s elapsed · ETA 5m15s"
+    for n in range(3):  # every running attempt, with its phase, GPUs and time left
+        row = next(line for line in lines if f"capture bs={8 * (n + 1)}" in line)
+        assert f"{2 * n},{2 * n + 1}" in row
+    assert re.search(r"capture bs=8 +0,1 +30\.0s +9m30s", text)
+    assert "7 waiting" in text
+    summary = next(line for line in lines if "earlier" in line)
+    folded = int(summary.split()[0])
+    shown = sum(1 for line in lines if re.search(r"\b(ready|failed:oom)\b +[\d.]+s", line))
+    assert folded + shown == 20 and folded > 0
+    assert "ready" in summary and "failed:oom" in summary
+
+
+def test_when_everything_fits_nothing_is_folded(tmp_path):
+    planned = demo_planned()
+    clock = Clock()
+    term, _ = console(terminal=True, height=40)
+    progress = Progress(term, timeout_s=60, clock=clock)
+    progress.on_open(RunDir(tmp_path), planned)
+    progress.close()
     first = planned[0]
     progress.on_start(first, Slot(0))
     progress.on_phase(first, "capture bs=32")
-    record = AttemptRecord(
-        cell_id=first.cell.id,
-        repeat=1,
-        attempt=first.name,
-        params=dict(first.cell.params),
-        command=[],
-        env_changes={},
-        outcome="failed",
-        failure_class="cuda_graph_capture",
-        time_to_outcome_s=0.7,
-        evidence={"line_no": 29, "text": "Exception: Capture cuda graph failed"},
+    clock.now += 0.7
+    progress.on_done(first, record(first.cell, first.name, "failed", "cuda_graph_capture", time_to_outcome_s=0.7))
+    lines = screen(progress, height=40)
+    assert not any("earlier" in line for line in lines)
+    assert "kernel" in lines[1] and "inductor_graphs" in lines[1] and "GPUs" not in lines[1]
+    assert any("failed:cuda_graph_capture" in line and "0.7s" in line for line in lines)
+    assert f"{len(planned) - 1} waiting" in lines[-1]
+
+
+def test_off_a_terminal_each_start_phase_and_end_is_one_unwrapped_line(tmp_path):
+    planned = demo_planned()
+    clock = Clock()
+    plain, buffer = console(terminal=False, width=40)
+    progress = Progress(plain, timeout_s=60, heartbeat_s=0, clock=clock)
+    progress.on_open(RunDir(tmp_path), planned)
+    first, second = planned[0], planned[1]
+    progress.on_start(first, Slot(0, gpus=("3",)))
+    clock.now += 4.2
+    progress.on_phase(first, "capture bs=32")
+    evidence = {"line_no": 29, "text": "Exception: Capture cuda graph failed: CUDA error: operation not permitted"}
+    progress.on_done(
+        first,
+        record(first.cell, first.name, "failed", "cuda_graph_capture", time_to_outcome_s=4.7, evidence=evidence),
     )
-    progress.on_done(first, record)
+    progress.on_done(second, record(second.cell, second.name, "skipped", reason="cannot change a verdict"))
     progress.close()
-    return buffer.getvalue()
+    lines = buffer.getvalue().splitlines()
+    cell = first.cell.id
+    assert lines[1:] == [
+        f"[0/6 running 1] {cell}: launching on GPU 3",
+        f"[0/6 running 1] {cell}: capture bs=32, 4.2s",
+        f"[1/6 running 0] {cell}: failed:cuda_graph_capture after 4.7s: L29: {evidence['text']}",
+        f"[2/6 running 0] {second.cell.id}: skipped: cannot change a verdict",
+    ]  # 40 columns wide, and not one line broken
 
 
-def test_terminal_shows_a_live_table_with_one_column_per_axis():
-    out = drive(terminal=True)
-    assert "kernel" in out and "inductor_graphs" in out
-    assert "failed:cuda_graph_capture" in out and "capture bs=32" in out
+def test_the_heartbeat_names_every_running_attempt_with_its_phase_and_time(tmp_path):
+    planned = long_matrix(tmp_path, 48)
+    clock = Clock()
+    plain, buffer = console(terminal=False)
+    progress = Progress(plain, timeout_s=600, heartbeat_s=0, clock=clock)
+    progress.on_open(RunDir(tmp_path), planned)
+    for item in planned[:12]:
+        progress.on_start(item, Slot(0))
+        progress.on_done(item, record(item.cell, item.name, "ready", time_to_outcome_s=1.0))
+    for item in planned[12:16]:
+        progress.on_start(item, Slot(0))
+    progress.on_phase(planned[12], "capture bs=16")
+    clock.now += 192
+    buffer.truncate(0)
+    buffer.seek(0)
+    progress.heartbeat()
+    progress.close()
+    lines = buffer.getvalue().splitlines()
+    assert lines[0] == "[12/48 running 4] bs=12: capture bs=16, 3m12s"
+    assert lines[1:] == [f"[12/48 running 4] bs={i}: launching, 3m12s" for i in (13, 14, 15)]
 
 
-def test_off_a_terminal_it_prints_plain_lines():
-    out = drive(terminal=False)
-    assert "[start] 001-kernel-mma.compile-on.max_bs-32.inductor_graphs-unset-r1" in out
-    assert "failed:cuda_graph_capture after 0.70s 'Exception: Capture cuda graph failed'" in out
+def test_the_heartbeat_runs_by_itself_off_a_terminal(tmp_path):
+    planned = demo_planned()
+    plain, buffer = console(terminal=False)
+    progress = Progress(plain, heartbeat_s=0.05)
+    progress.on_open(RunDir(tmp_path), planned)
+    progress.on_start(planned[0], Slot(0))
+    deadline = time.monotonic() + 10
+    while buffer.getvalue().count(f"{planned[0].cell.id}: launching,") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    progress.close()
+    assert buffer.getvalue().count(f"{planned[0].cell.id}: launching,") >= 2
+
+
+def test_durations_read_short():
+    assert [duration(s) for s in (4.25, 59.9, 192, 3599, 3600 + 240)] == ["4.2s", "59.9s", "3m12s", "59m59s", "1h04m"]

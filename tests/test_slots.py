@@ -303,7 +303,7 @@ def test_a_fixed_port_runs_one_at_a_time_whatever_the_slots(tmp_path):
 def test_the_live_view_names_each_attempts_gpus():
     spec = load_spec(Path(__file__).resolve().parent.parent / "experiments" / "demo.yaml")
     item = PlannedAttempt(spec.cells[0], 1)
-    for terminal, shown in ((False, f"[start] {item.name} on GPU 2,3"), (True, "gpus")):
+    for terminal, shown in ((False, f"[0/1 running 1] {item.cell.id}: launching on GPU 2,3"), (True, "GPUs")):
         buffer = io.StringIO()
         progress = Progress(Console(file=buffer, force_terminal=terminal, width=160, color_system=None))
         progress.on_open(RunDir(Path("/tmp/x")), [item])

@@ -310,7 +310,7 @@ def test_resume_after_kill_9_adopts_running_jobs_and_reads_finished_ones(
     before = set(jobs_in(run_dir))
     quick_record = result_of(run_dir, quick)
 
-    code, out, err = finish(diagbench("run", str(spec), "--resume", str(run_dir)))  # the manifest says: slurm
+    code, out, err = finish(diagbench("run", "--resume", str(run_dir)))  # the manifest holds the spec and: slurm
     assert code == 0, out + err
     assert result_of(run_dir, quick) == quick_record  # read, not run again
     record = result_of(run_dir, slow)

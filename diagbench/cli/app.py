@@ -11,13 +11,16 @@ from typing import Annotated, TypeVar
 import typer
 
 from diagbench import __version__
+from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup
 from diagbench.errors import UserError
 from diagbench.render.console import stderr_console, stdout_console
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 app = typer.Typer(
-    add_completion=False,
+    cls=ReadableGroup,
+    context_settings=HELP_OPTIONS,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     rich_markup_mode=None,
     help="Find which factor breaks an inference server's launch.",
@@ -32,6 +35,7 @@ class Format(str, Enum):
     md = "md"
     json = "json"
     junit = "junit"
+    html = "html"
 
 
 class Executor(str, Enum):
@@ -75,7 +79,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True)] = False) -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print diagbench's version and exit")
+    ] = False,
+) -> None:
     """diagbench: a matrix of launches, live log classification, pre-registered hypotheses."""
 
 

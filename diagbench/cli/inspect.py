@@ -5,30 +5,55 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from diagbench.cli.app import Format, app, err, guarded, out
 from diagbench.cli.checks import check_launchable, say_problems
+from diagbench.cli.conventions import complete_only
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.logs.signatures import Signature
+
+
+class DiffFormat(str, Enum):
+    text = "text"
+    json = "json"
+    html = "html"
 
 
 @app.command()
 def plan(
-    spec: Annotated[Path, typer.Argument(help="the experiment's YAML spec")],
-    only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
-    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
-    parallel: Annotated[int | None, typer.Option(min=1, help="cells launched at once")] = None,
-    stop_when_decided: Annotated[bool, typer.Option(help="show the order that decides verdicts soonest")] = False,
-    repeat: Annotated[int, typer.Option(min=1, help="launches per cell (for the launch order)")] = 1,
+    spec: Annotated[Path, typer.Argument(metavar="SPEC", help="the experiment's YAML spec")],
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="AXIS=LABEL",
+            autocompletion=complete_only,
+            help="plan only these cells; repeat it to narrow further",
+        ),
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
+    ] = None,
+    parallel: Annotated[int | None, typer.Option(min=1, metavar="N", help="cells launched at once")] = None,
+    stop_when_decided: Annotated[
+        bool, typer.Option("--stop-when-decided", help="show the order that decides verdicts soonest")
+    ] = False,
+    repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell (for the launch order)")] = 1,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="one JSON object: cells, argv, env, what each decides")
+    ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
     from diagbench.execute.slots import resolve_slots
-    from diagbench.render.plan import render_plan
+    from diagbench.render.plan import plan_json, render_plan
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
@@ -37,21 +62,33 @@ def plan(
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
-    out.print(visible(guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))), markup=False)
+    if as_json:
+        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots)))
+    else:
+        shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
+        out.print(visible(shown), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
         raise typer.Exit(ExitCode.USAGE)
 
 
-@app.command()
+REPORT_EXIT_CODES = (
+    "\b\nExit codes: 0 every expect held; 1 an expect was violated (with --strict, also a hypothesis\n"
+    "not supported); 2 bad usage or an unreadable run directory."
+)
+
+
+@app.command(epilog=REPORT_EXIT_CODES)
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="a run directory, e.g. runs/latest")],
-    format: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
-    strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="a run directory, e.g. runs/latest")],
+    format: Annotated[Format, typer.Option("--format", "-f", help="html: one self-contained page")] = Format.table,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
+    from diagbench.cli.publish import annotate
     from diagbench.isolate.record import read_isolation
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.store import load_run
+    from diagbench.render.html import render_html
     from diagbench.render.isolation import render_isolation
     from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 
@@ -62,8 +99,10 @@ def report(
         raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
         out.print(render_table(view))
+        annotate(view)
     else:
-        renderer = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}[format]
+        renderers = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}
+        renderer = renderers.get(format, render_html)
         sys.stdout.write(renderer(view))
     say_problems(view)
     raise typer.Exit(exit_code(view, strict))
@@ -77,8 +116,12 @@ class Engine(str, Enum):
 
 @app.command()
 def classify(
-    logfile: Annotated[Path, typer.Argument(help="a server log, or - to read standard input until the decision")],
-    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    logfile: Annotated[
+        Path, typer.Argument(metavar="LOG", help="a server log, or - to read standard input until the decision")
+    ],
+    signatures: Annotated[
+        str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
     engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
 ) -> None:
@@ -104,35 +147,72 @@ def classify(
 
 @app.command("signatures")
 def list_signatures(
-    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    signatures: Annotated[
+        str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
+    ] = None,
+    signature_id: Annotated[
+        str | None, typer.Option("--id", metavar="ID", help="show one signature whole, with its source")
+    ] = None,
+    full: Annotated[bool, typer.Option("--full", help="show every signature whole, with its source")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="a JSON list of every field of each signature")] = False,
 ) -> None:
     """List the loaded signatures: pack, id, kind, class, priority, pattern."""
     from diagbench.logs.signatures import load_packs
-    from diagbench.render.classify import render_signatures
+    from diagbench.render.classify import render_signature, render_signatures, signature_json
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    out.print(render_signatures(sigs), markup=False)
+    if signature_id is not None:
+        sigs = [guarded(lambda: _one_signature(sigs, signature_id))]
+    if as_json:
+        sys.stdout.write(json.dumps([signature_json(s) for s in sigs], indent=2) + "\n")
+    elif full or signature_id is not None:
+        for i, s in enumerate(sigs):
+            for line in ([""] if i else []) + render_signature(s):
+                out.print(line, markup=False, soft_wrap=True)
+    else:
+        out.print(render_signatures(sigs), markup=False)
 
 
-@app.command()
+@app.command(epilog="\b\nExit codes: 0 no regression; 1 a cell that came up in RUN_A did not in RUN_B; 2 bad usage.")
 def diff(
-    run_a: Annotated[Path, typer.Argument(help="the earlier run")],
-    run_b: Annotated[Path, typer.Argument(help="the later run")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
+    format: Annotated[
+        DiffFormat, typer.Option("--format", "-f", help="html: one self-contained page")
+    ] = DiffFormat.text,
+    as_json: Annotated[bool, typer.Option("--json", help="the same as --format json")] = False,
 ) -> None:
     """Cells whose outcome or class changed, and hypotheses whose verdict changed."""
     from diagbench.judge.diff import diff_runs
     from diagbench.judge.view import view_of
     from diagbench.records.store import load_run
-    from diagbench.render.diff import render_diff
+    from diagbench.render.diff import diff_json, render_diff
+    from diagbench.render.html_diff import render_diff_html
 
     a = guarded(lambda: view_of(load_run(run_a)))
     b = guarded(lambda: view_of(load_run(run_b)))
     changes = diff_runs(a, b)
-    out.print(visible(render_diff(a, b, changes)), markup=False)
+    chosen = DiffFormat.json if as_json else format
+    if chosen is DiffFormat.text:
+        out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
+    else:
+        sys.stdout.write((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
         say_problems(a, b)
         raise typer.Exit(ExitCode.USAGE)
     raise typer.Exit(ExitCode.EXPECT_VIOLATED if changes.regressions else ExitCode.OK)
+
+
+def _one_signature(sigs: Sequence[Signature], wanted: str) -> Signature:
+    from diagbench.errors import UserError
+    from diagbench.yamlsrc import suggest
+
+    for s in sigs:
+        if s.id == wanted:
+            return s
+    hint = suggest(wanted, [s.id for s in sigs])
+    hint = hint if hint.startswith("did you mean") else "`diagbench signatures` lists them"
+    raise UserError(f"--id {wanted}: no such signature ({hint})")
 
 
 def _pack_names(option: str | None) -> list[str]:

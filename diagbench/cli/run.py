@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import os
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import Executor, app, err, guarded, out, write_report
+from diagbench.cli.app import Executor, app, err, guarded, out
 from diagbench.cli.checks import check_launchable, check_writable, say_problems
+from diagbench.cli.conventions import EXIT_CODES, complete_only
+from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
@@ -18,28 +20,52 @@ if TYPE_CHECKING:
     from diagbench.spec.load import Spec
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def run(
-    spec: Annotated[Path, typer.Argument(help="the experiment's YAML spec")],
-    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
-    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus the spec's name")] = None,
-    only: Annotated[list[str] | None, typer.Option(help="AXIS=LABEL; repeat it to narrow further")] = None,
-    repeat: Annotated[int, typer.Option(min=1, help="launches per cell")] = 1,
-    parallel: Annotated[
-        int | None, typer.Option(min=1, help="cells launched at once (default: one per GPU slot, else 1; Slurm: all)")
+    spec: Annotated[
+        Path | None, typer.Argument(metavar="SPEC", help="the experiment's YAML spec (not needed with --resume)")
     ] = None,
-    strict: Annotated[bool, typer.Option(help="exit 1 unless every hypothesis is supported")] = False,
-    junit: Annotated[Path | None, typer.Option(help="also write a JUnit XML report here")] = None,
-    resume: Annotated[Path | None, typer.Option(help="finish an interrupted run directory")] = None,
-    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    runs_dir: Annotated[Path, typer.Option(metavar="DIR", help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(metavar="ID", help="default: a timestamp plus the spec's name")] = None,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="AXIS=LABEL", autocompletion=complete_only, help="run only these cells; repeat it to narrow further"
+        ),
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell")] = 1,
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            min=1, metavar="N", help="cells launched at once (default: one per GPU slot, else 1; on Slurm, all)"
+        ),
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
+    junit: Annotated[Path | None, typer.Option(metavar="FILE", help="also write a JUnit XML report here")] = None,
+    resume: Annotated[
+        Path | None, typer.Option(metavar="RUN", help="finish an interrupted run (its manifest holds the spec)")
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
+    ] = None,
     stop_when_decided: Annotated[
-        bool, typer.Option(help="skip attempts that can no longer change a verdict or an expect")
+        bool, typer.Option("--stop-when-decided", help="skip attempts that can no longer change a verdict or an expect")
     ] = False,
-    fail_fast: Annotated[bool, typer.Option(help="skip every attempt after the first violated expect")] = False,
-    executor: Annotated[Executor | None, typer.Option(help="where attempts run (default: the spec's; local)")] = None,
-    slurm_partition: Annotated[str | None, typer.Option(help="sbatch --partition for every attempt")] = None,
-    slurm_arg: Annotated[list[str] | None, typer.Option(help="one more sbatch option (--slurm-arg=--qos=high)")] = None,
-    slurm_time: Annotated[str | None, typer.Option(help="walltime per job (default: timeout + grace + 2m)")] = None,
+    fail_fast: Annotated[
+        bool, typer.Option("--fail-fast", help="skip every attempt after the first violated expect")
+    ] = False,
+    executor: Annotated[
+        Executor | None, typer.Option(metavar="local|slurm", help="where attempts run (default: the spec's; local)")
+    ] = None,
+    slurm_partition: Annotated[
+        str | None, typer.Option(metavar="P", help="sbatch --partition for every attempt")
+    ] = None,
+    slurm_arg: Annotated[
+        list[str] | None, typer.Option(metavar="ARG", help="one more sbatch option (--slurm-arg=--qos=high)")
+    ] = None,
+    slurm_time: Annotated[
+        str | None, typer.Option(metavar="D", help="walltime per job (default: timeout + grace + 2m)")
+    ] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
@@ -50,9 +76,8 @@ def run(
     from diagbench.render.live import Progress
     from diagbench.spec.executor import ExecutorKind, command_line_executor
     from diagbench.spec.gpus import gpu_request_option
-    from diagbench.spec.load import load_spec
 
-    loaded_spec = guarded(lambda: load_spec(spec))
+    loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
     if run_id is not None:
         guarded(lambda: check_run_id(run_id))
     if junit is not None:
@@ -84,7 +109,7 @@ def run(
     # is gone and every record, verdict and table is written (a second one hurries it)
     with stop_on_signals(cancel):
         _sweep_first("diagbench run --resume" if resume else "diagbench run", cancel)
-        progress = Progress(out)
+        progress = Progress(out, timeout_s=loaded_spec.server.timeout)
         try:
             result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
         finally:
@@ -103,10 +128,11 @@ def _sweep_first(by: str, cancel: Cancel) -> None:
 
 def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> NoReturn:
     """The tables, the reports, and the exit code."""
+    from diagbench.cli.publish import publish
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
-    from diagbench.render.report import render_junit, render_markdown, render_table
+    from diagbench.render.report import render_table
 
     view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
     out.print(render_table(view))
@@ -114,13 +140,10 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
         kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
         err.print(f"diagbench: {result.write_error}; {kept}", markup=False)
         raise typer.Exit(ExitCode.USAGE)
-    if junit is not None:
-        guarded(lambda: write_report(junit, render_junit(view), "w", view.path))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        guarded(lambda: write_report(Path(summary), render_markdown(view), "a", view.path))
+    publish(view, junit)
     if result.interrupted:
-        err.print("diagbench: interrupted; finished attempts are recorded, the rest are 'cancelled'")
+        again = f"diagbench run --resume {shlex.quote(str(result.run_dir.path))}"
+        err.print(f"diagbench: interrupted; finished attempts are recorded, the rest are 'cancelled'. Resume: {again}")
         raise typer.Exit(ExitCode.INTERRUPTED)
     if result.harness_errors:
         for line in result.harness_errors:
@@ -128,3 +151,15 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
         raise typer.Exit(ExitCode.HARNESS)
     say_problems(view)
     raise typer.Exit(exit_code(view, strict))
+
+
+def _spec_to_run(spec: Path | None, resume: Path | None) -> Spec:
+    """The spec given, or with --resume alone, the one the run recorded."""
+    from diagbench.execute.resume import recorded_spec
+    from diagbench.spec.load import load_spec
+
+    if spec is not None:
+        return load_spec(spec)
+    if resume is not None:
+        return recorded_spec(resume)
+    raise UserError("give the experiment's spec (diagbench run SPEC), or --resume RUN to finish an interrupted run")

@@ -28,6 +28,7 @@ class RunView:
     description: str
     created_at: str
     hypotheses_sha256: str
+    spec_sha256: str
     hashes_match: bool  # the manifest's hypotheses still hash to the recorded value
     planned: list[dict[str, Any]]
     records: list[AttemptRecord]
@@ -37,6 +38,7 @@ class RunView:
     provenance: dict[str, Any] = field(default_factory=dict)
     log_tails: dict[str, str] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
+    redactor: Redactor = field(default_factory=Redactor)  # for log lines a report reads itself (HTML context)
 
     @property
     def nothing_started(self) -> bool:
@@ -67,6 +69,7 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
         description=str(spec.get("description", "")),
         created_at=str(loaded.manifest.get("created_at", "")),
         hypotheses_sha256=str(loaded.manifest.get("hypotheses_sha256", "")),
+        spec_sha256=str(loaded.manifest.get("spec_sha256", "")),
         hashes_match=hypotheses_sha256(hypotheses) == loaded.manifest.get("hypotheses_sha256"),
         planned=manifest.each("attempts", _planned),
         records=records,
@@ -78,6 +81,7 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
             r.attempt: redactor.cut(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
         },
         unreadable=[*loaded.unreadable, *manifest.unreadable],
+        redactor=redactor,
     )
 
 

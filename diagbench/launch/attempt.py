@@ -24,7 +24,7 @@ from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
 from diagbench.launch.tags import Owner, Tag, caches_prefix
 from diagbench.logs.scan import LineSplitter, Scanner
 from diagbench.logs.watch import Decision, ReadyRule, Watch
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import redact, redact_argv
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
@@ -108,6 +108,7 @@ def run_attempt(
         argv = build_command(server, planned.cell, lease.port)
         env, changes = build_env(server, planned.cell, lease.port, tag, caches)
         base = _record_start(planned, argv, changes)
+        phases = _PhaseLog(t0, on_phase)
         if lease.holder is not None:
             reason = f"port {lease.port} is already in use by {lease.holder} (stop it, or set server.port: auto)"
             return _launch_error(base, reason, t0)
@@ -122,14 +123,32 @@ def run_attempt(
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
             reader = _Reader(proc, log, scanner, watch)
-            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, on_phase, hurry)
+            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, phases, hurry)
         finally:
             stats = log.close()
         if log.error is not None:
             raise log.error
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
-        return _record(base, decision, watch, reader, teardown, t0, stats)
+        record = _record(base, decision, watch, reader, teardown, t0, stats)
+        return replace(record, phases=phases.until(decision.at - t0))
+
+
+class _PhaseLog:
+    """Passes each phase change on, and keeps it with its time since launch (the record's timeline)."""
+
+    def __init__(self, t0: float, on_phase: PhaseCallback):
+        self.t0, self.on_phase = t0, on_phase
+        self.changes: list[PhaseChange] = []
+
+    def __call__(self, planned: PlannedAttempt, phase: str) -> None:
+        self.changes.append(PhaseChange(phase, round(time.monotonic() - self.t0, 3)))
+        self.on_phase(planned, phase)
+
+    def until(self, decided_s: float) -> list[PhaseChange]:
+        """The changes, none later than the decision: a phase line read with the deciding
+        line is seen a moment after the decision's own clock reading."""
+        return [replace(p, at_s=min(p.at_s, round(decided_s, 4))) for p in self.changes]
 
 
 def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[str, str | None]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ def build_manifest(
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "spec": _spec_json(spec, redactor),
         "spec_text": redact_yaml(spec.text, redactor),
+        "spec_file": str(spec.path.resolve()),  # where relative paths in it resolve (`run --resume RUN`)
         "spec_sha256": spec.sha256,
         "hypotheses": [h.to_json() for h in spec.hypotheses],
         "hypotheses_sha256": hypotheses_sha256(spec.hypotheses),

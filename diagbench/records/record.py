@@ -28,6 +28,14 @@ class Killed:
 
 
 @dataclass(frozen=True)
+class PhaseChange:
+    """A start-up phase the server entered (`load`, `capture bs=32`), seconds after launch."""
+
+    name: str
+    at_s: float
+
+
+@dataclass(frozen=True)
 class AttemptRecord:
     """One launch of one cell (the README's `result.json` table)."""
 
@@ -61,6 +69,7 @@ class AttemptRecord:
     sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
+    phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
     executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
     schema_version: int = SCHEMA_VERSION
 
@@ -70,6 +79,8 @@ class AttemptRecord:
             object.__setattr__(self, "outcome", Outcome(self.outcome))
         if isinstance(self.evidence, Mapping):
             object.__setattr__(self, "evidence", Evidence(**self.evidence))
+        if any(isinstance(p, Mapping) for p in self.phases):
+            object.__setattr__(self, "phases", [PhaseChange(**p) if isinstance(p, Mapping) else p for p in self.phases])
 
     @property
     def label(self) -> str:
@@ -103,6 +114,7 @@ class AttemptRecord:
         try:
             values["evidence"] = _known(Evidence, data["evidence"]) if data.get("evidence") else None
             values["killed"] = [_known(Killed, k) for k in data.get("killed") or []]
+            values["phases"] = [_known(PhaseChange, p) for p in data.get("phases") or []]  # absent before phases
             return cls(**{**values, "outcome": outcome})
         except TypeError as exc:
             raise RecordError(f"malformed record: {exc}") from None

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from diagbench.logs.classify import Classification
-from diagbench.logs.signatures import Signature
+from diagbench.logs.signatures import Signature, expand
 from diagbench.render.text import visible
 from diagbench.vocab import outcome_label
 
@@ -35,3 +36,33 @@ def render_signatures(signatures: Iterable[Signature]) -> Table:
         row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
         table.add_row(*(Text(x) for x in row))  # patterns are full of [brackets]: never markup
     return table
+
+
+def signature_json(s: Signature) -> dict[str, Any]:
+    """One signature, whole, with where its wording comes from."""
+    return {
+        "pack": s.pack,
+        "id": s.id,
+        "kind": s.kind.value,
+        "class": s.failure_class,
+        "phase": s.phase,
+        "priority": s.priority,
+        "settles": s.settles,
+        "weak": s.weak,
+        "requires": list(s.requires),
+        "pattern": s.pattern,
+        "expanded": expand(s.pattern),
+        "source": s.source,
+    }
+
+
+def render_signature(s: Signature) -> list[str]:
+    """`signatures --id ID` (and `--full`): every field on its own line, the pattern whole."""
+    fields = signature_json(s)
+    if fields["expanded"] == fields["pattern"]:
+        del fields["expanded"]  # no {prefix} in it: nothing to expand
+    shown = {k: ", ".join(v) if isinstance(v, list) else v for k, v in fields.items()}
+    return [
+        f"{k + ':':<10} {'-' if v in (None, '') else str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in shown.items()
+    ]

@@ -10,7 +10,7 @@ from rich.console import Console
 def stdout_console() -> Console:
     """Results. Off a terminal (a CI log) tables are wide so lines stay unbroken."""
     console = Console(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
+    if not console.is_terminal and not os.environ.get("COLUMNS"):  # unset or empty
         return Console(highlight=False, width=160)
     return console
 

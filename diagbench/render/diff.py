@@ -1,19 +1,43 @@
-"""`diagbench diff` for people."""
+"""`diagbench diff` for people (text), for programs (JSON), and for a browser (HTML)."""
 
 from __future__ import annotations
 
-from diagbench.judge.diff import Changes
+import json
+from typing import Any
+
+from diagbench.judge.diff import CellState, Changes
 from diagbench.judge.view import RunView
 
 
 def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
-    lines = [f"{a.run_id} -> {b.run_id}"]
+    lines = [f"{a.run_id} -> {b.run_id}", *(f"warning: {w}" for w in changes.warnings)]
     if not changes.cells and not changes.verdicts:
-        return lines[0] + "\nno change in outcomes or verdicts"
-    for cell, old, new in changes.cells:
-        mark = "REGRESSION " if old == "ready" and new != "not run" else ""
-        lines.append(f"  {mark}cell {cell}: {old} -> {new}")
+        return "\n".join([*lines, "no change in outcomes or verdicts"])
+    for c in changes.cells:
+        mark = "REGRESSION " if c.regression else ""
+        lines.append(f"  {mark}cell {c.cell_id}: {c.before.words} -> {c.after.words}")
     for hid, old, new in changes.verdicts:
         lines.append(f"  hypothesis {hid}: {old} -> {new}")
     lines.append(f"{changes.regressions} regression(s)")
     return "\n".join(lines)
+
+
+def diff_json(a: RunView, b: RunView, changes: Changes) -> str:
+    data: dict[str, Any] = {
+        "from": {"run_id": a.run_id, "path": str(a.path), "spec": a.spec_name, "spec_sha256": a.spec_sha256},
+        "to": {"run_id": b.run_id, "path": str(b.path), "spec": b.spec_name, "spec_sha256": b.spec_sha256},
+        "warnings": changes.warnings,
+        "regressions": changes.regressions,
+        "cells": [c.to_json() for c in changes.cells],
+        "verdicts": [{"id": h, "before": old, "after": new} for h, old, new in changes.verdicts],
+        "unchanged": [{"cell_id": cell, **state.to_json()} for cell, state in changes.unchanged],
+    }
+    return json.dumps(data, indent=2) + "\n"
+
+
+def dominant(state: CellState) -> str:
+    """The outcome word that colours a state: the most frequent label's outcome, or not run."""
+    if not state.counts:
+        return "cancelled"
+    label = max(state.counts, key=lambda c: c[1])[0]
+    return label.split(":", 1)[0]

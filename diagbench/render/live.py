@@ -1,13 +1,20 @@
-"""Live progress for `run`: a rich table on a terminal, plain lines elsewhere (CI)."""
+"""Live progress for `run`: a screen that fits the terminal, or plain lines off one (CI).
+
+On a terminal: a header (done/total, running, elapsed, ETA), the running attempts always
+(phase, GPUs, time left before the timeout), as many finished ones as fit above them,
+and the rest folded into one summary line. Off a terminal: a line per start, phase change
+and end, and a heartbeat every 30 s per running attempt, never wrapped.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -15,91 +22,218 @@ from rich.text import Text
 from diagbench.execute.slots import Slot
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
-from diagbench.render.report import OUTCOME_STYLE
+from diagbench.render.report import OUTCOME_STYLE, deciding_line
 from diagbench.render.text import visible
 from diagbench.spec.plan import PlannedAttempt
 
+HEARTBEAT_S = 30.0
+REFRESH_PER_SECOND = 4
+FRAME_LINES = 3  # header, table header, and a line kept free so the frame never scrolls
+
+
+@dataclass
+class _Row:
+    """One attempt as the screen shows it (mutable: only Progress touches it, under its lock)."""
+
+    who: str
+    params: dict[str, str]
+    repeat: int
+    phase: str = ""
+    gpus: tuple[str, ...] = ()
+    start: float | None = None
+    end: float | None = None
+    record: AttemptRecord | None = None
+
+
+def duration(seconds: float) -> str:
+    """12.3s, 3m12s, 1h04m: short enough for a narrow column."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    return f"{minutes // 60}h{minutes % 60:02d}m"
+
 
 class Progress:
-    """Receives runner events (from worker threads) and shows them."""
+    """Receives the run's events (from worker threads) and shows them; implements RunEvents."""
 
-    def __init__(self, console: Console):
-        self.console = console
+    def __init__(
+        self,
+        console: Console,
+        timeout_s: float | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.console, self.timeout_s, self.heartbeat_s, self.clock = console, timeout_s, heartbeat_s, clock
         self.interactive = console.is_terminal
         self.lock = threading.Lock()
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, _Row] = {}
+        self.finished: list[_Row] = []  # in the order they ended
+        self.opened = clock()
+        self.repeats = False
         self.live: Live | None = None
+        self.stop = threading.Event()
+        self.beat: threading.Thread | None = None
+
+    # -- RunEvents ------------------------------------------------------------------------
 
     def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
-        self.console.print(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))", highlight=False, markup=False)
+        self.opened = self.clock()
+        self._say(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))")
+        self.repeats = any(p.repeat > 1 for p in planned)
         for item in planned:
-            self.rows[item.name] = {
-                "params": dict(item.cell.params),
-                "repeat": item.repeat,
-                "phase": "",
-                "outcome": "",
-                "style": "",
-                "start": None,
-                "end": None,
-                "gpus": "",
-            }
+            who = item.cell.id + (f" r{item.repeat}" if self.repeats else "")
+            self.rows[item.name] = _Row(who, dict(item.cell.params), item.repeat)
         if self.interactive:
-            self.live = Live(self._table(), console=self.console, refresh_per_second=8, get_renderable=self._table)
+            self.live = Live(
+                console=self.console,
+                get_renderable=self.frame,
+                refresh_per_second=REFRESH_PER_SECOND,
+                transient=True,  # the outcome table that follows replaces the last frame
+            )
             self.live.start()
+        elif self.heartbeat_s > 0:
+            self.beat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+            self.beat.start()
 
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         with self.lock:
             row = self.rows[item.name]
-            row["start"] = time.monotonic()
-            row["phase"] = "launching"
-            row["gpus"] = ",".join(slot.gpus)
-            if not self.interactive:
-                on = f" on GPU {row['gpus']}" if slot.gpus else ""
-                self.console.print(f"[start] {item.name}{on}", highlight=False, markup=False)
+            row.start, row.phase, row.gpus = self.clock(), "launching", tuple(slot.gpus)
+            where = f" on GPU {','.join(row.gpus)}" if row.gpus else ""
+            self._plain(f"{row.who}: launching{where}")
 
     def on_phase(self, item: PlannedAttempt, phase: str) -> None:
         with self.lock:
-            self.rows[item.name]["phase"] = visible(phase)
+            row = self.rows[item.name]
+            row.phase = visible(phase)  # a server's words: its escape sequences are shown, never obeyed
+            self._plain(f"{row.who}: {phase}, {duration(self.clock() - (row.start or self.opened))}")
 
     def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
         with self.lock:
             row = self.rows[item.name]
-            row.update(
-                outcome=record.label,
-                style=OUTCOME_STYLE.get(record.outcome, ""),
-                end=time.monotonic(),
-                phase=visible(record.phase or row["phase"]),
-            )
-            if not self.interactive:
-                self._plain_done(item, record)
-
-    def _plain_done(self, item: PlannedAttempt, r: AttemptRecord) -> None:
-        line = f" {r.evidence.text[:100]!r}" if r.evidence else f" ({visible(r.reason)})"  # repr: escapes shown
-        seconds = f" after {r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""
-        self.console.print(f"[done]  {item.name}: {r.label}{seconds}{line}", highlight=False, markup=False)
-
-    def _table(self) -> Table:
-        table = Table(expand=False)
-        axes = list(next(iter(self.rows.values()))["params"]) if self.rows else []
-        with_gpus = any(row["gpus"] for row in self.rows.values())
-        for column in (*axes, "#", *(["gpus"] if with_gpus else []), "phase", "elapsed", "outcome"):
-            table.add_column(column)
-        now = time.monotonic()
-        with self.lock:
-            for row in self.rows.values():
-                start, end = row["start"], row["end"]
-                elapsed = f"{(end or now) - start:5.1f}s" if start else ""
-                table.add_row(
-                    *(Text(v) for v in row["params"].values()),
-                    Text(str(row["repeat"])),
-                    *([Text(row["gpus"])] if with_gpus else []),
-                    Text(row["phase"]),
-                    Text(elapsed),
-                    Text(row["outcome"], style=row["style"]),
-                )
-        return table
+            row.end, row.record = self.clock(), record
+            row.phase = visible(record.phase or (row.phase if row.phase != "launching" else ""))
+            self.finished.append(row)
+            self._plain(f"{row.who}: {ended(record)}")
 
     def close(self) -> None:
+        self.stop.set()
         if self.live is not None:
             self.live.stop()
             self.live = None
+        if self.beat is not None:
+            self.beat.join()
+            self.beat = None
+
+    # -- plain lines (CI logs) ------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """One line per running attempt: where it is and for how long (also proof of life)."""
+        with self.lock:
+            now = self.clock()
+            for row in self._running():
+                self._plain(f"{row.who}: {row.phase or 'launching'}, {duration(now - (row.start or now))}")
+
+    def _beat(self) -> None:
+        while not self.stop.wait(self.heartbeat_s):
+            self.heartbeat()
+
+    def _plain(self, text: str) -> None:
+        if not self.interactive:
+            self._say(f"[{self._counts()}] {text}")
+
+    def _say(self, text: str) -> None:
+        self.console.print(visible(text), markup=False, highlight=False, soft_wrap=True)  # never wrapped
+
+    def _counts(self) -> str:
+        return f"{len(self.finished)}/{len(self.rows)} running {len(self._running())}"
+
+    def _running(self) -> list[_Row]:
+        return [r for r in self.rows.values() if r.start is not None and r.record is None]
+
+    # -- the terminal screen --------------------------------------------------------------
+
+    def frame(self) -> RenderableType:
+        """What the terminal shows now, cut to its height: running rows are never cut."""
+        with self.lock:
+            now = self.clock()
+            running, finished = self._running(), list(self.finished)
+            height = self.console.size.height
+            waiting = len(self.rows) - len(finished) - len(running)
+            room = height - FRAME_LINES - len(running) - (1 if waiting else 0)
+            folded, shown = _fold(finished, room)
+            parts: list[RenderableType] = [self._header(now, len(finished), len(running))]
+            if folded:
+                parts.append(Text(_summary(folded), style="dim"))
+            parts.append(self._table(now, shown, running))
+            if waiting:
+                parts.append(Text(f"{waiting} waiting", style="dim"))
+            return Group(*parts)
+
+    def _header(self, now: float, done: int, running: int) -> Text:
+        elapsed = now - self.opened
+        left = len(self.rows) - done
+        eta = duration(elapsed / done * left) if done and left else "-"
+        return Text(
+            f"{done}/{len(self.rows)} done · {running} running · {duration(elapsed)} elapsed · ETA {eta}",
+            style="bold",
+        )
+
+    def _table(self, now: float, finished: list[_Row], running: list[_Row]) -> Table:
+        axes = list(next(iter(self.rows.values())).params) if self.rows else []
+        gpus = any(r.gpus for r in (*finished, *running))
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        for column in (
+            *axes,
+            *(["#"] if self.repeats else []),
+            "phase / outcome",
+            *(["GPUs"] if gpus else []),
+            "time",
+            "left",
+        ):
+            table.add_column(column, no_wrap=True, overflow="ellipsis")
+        for row in finished:
+            table.add_row(*self._cells(row, axes, gpus, now))
+        for row in running:
+            table.add_row(*self._cells(row, axes, gpus, now), style="bold")
+        return table
+
+    def _cells(self, row: _Row, axes: list[str], gpus: bool, now: float) -> list[Text]:
+        start = row.start or now
+        cells = [Text(row.params.get(a, "")) for a in axes] + ([Text(str(row.repeat))] if self.repeats else [])
+        if row.record is not None:
+            r = row.record
+            cells.append(Text(visible(r.label), style=OUTCOME_STYLE.get(r.outcome, "")))
+            timing = duration(r.time_to_outcome_s) if r.time_to_outcome_s is not None else "-"
+            left = ""
+        else:
+            cells.append(Text(row.phase or "launching", style="cyan"))
+            timing = duration(now - start)
+            left = duration(max(0.0, self.timeout_s - (now - start))) if self.timeout_s else ""
+        if gpus:
+            cells.append(Text(",".join(row.gpus)))
+        return [*cells, Text(timing), Text(left)]
+
+
+def ended(r: AttemptRecord) -> str:
+    """How an attempt ended, in one line: `failed:oom after 12.3s: L29: ...` or `skipped: why`."""
+    if not r.outcome.ran:
+        return f"{r.label}: {r.reason}" if r.reason else r.label
+    seconds = f" after {duration(r.time_to_outcome_s)}" if r.time_to_outcome_s is not None else ""
+    return f"{r.label}{seconds}: {deciding_line(r)}"
+
+
+def _fold(finished: list[_Row], room: int) -> tuple[list[_Row], list[_Row]]:
+    """(folded into the summary line, shown as rows): the latest rows that fit in `room` lines."""
+    if len(finished) <= room:
+        return [], finished
+    keep = max(0, room - 1)  # the summary line takes one
+    return finished[: len(finished) - keep], finished[len(finished) - keep :]
+
+
+def _summary(rows: list[_Row]) -> str:
+    counts = Counter(r.record.label for r in rows if r.record is not None)
+    words = " · ".join(f"{n} {label}" for label, n in counts.most_common())
+    return f"{len(rows)} earlier: {words}"

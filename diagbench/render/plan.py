@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Sequence
 
@@ -59,6 +60,40 @@ def render_plan(
     if stop_when_decided:
         lines += ["", *_launch_order(spec, cells, repeat)]
     return "\n".join(lines)
+
+
+def plan_json(spec: Spec, only: Sequence[str], slots: SlotPlan | None = None) -> str:
+    """`plan --json`: the same plan as data, one object."""
+    cells = select_cells(spec.cells, parse_only(only, spec.axes))
+    s = spec.server
+    secrets = spec_redactor(spec)  # as the text plan and the records show them
+    data = {
+        "spec": spec.name,
+        "path": str(spec.path),
+        "cells_selected": len(cells),
+        "cells_total": len(spec.cells),
+        "port": s.port if s.port is not None else "auto",
+        "cwd": str(s.cwd),
+        "ready": {"log": s.ready_log, "http": s.ready_http, "packs": list(s.packs)},
+        "timeout_s": s.timeout,
+        "grace_s": s.grace,
+        "fresh_caches": list(s.fresh_caches),
+        "slots": slots.describe() if slots is not None else None,
+        "cells": [
+            {
+                "index": cell.index,
+                "cell_id": cell.id,
+                "params": dict(cell.params),
+                "argv": list(secrets.argv(build_command(s, cell, s.port if s.port is not None else "{port}"))),
+                "shell": s.shell,
+                "env": secrets.env({**s.env, **cell.env}),
+                "decides": [h.id for h in spec.hypotheses if cell.matches(h.when)],
+            }
+            for cell in cells
+        ],
+        "not_decidable": [h.id for h in spec.hypotheses if not any(c.matches(h.when) for c in cells)],
+    }
+    return json.dumps(data, indent=2) + "\n"
 
 
 def _joined(argv: Sequence[str]) -> str:

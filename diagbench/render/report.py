@@ -100,7 +100,7 @@ def render_table(view: RunView) -> RenderableType:
                 _text(v.meaning or ""),
             )
         parts.append(hyp)
-    parts.append(Text(_footer(view), style="dim"))
+    parts.append(Text(_footer(view), style="dim", no_wrap=True, overflow="ignore"))  # a path stays whole
     for violation in view.violations:
         parts.append(
             Text(
@@ -128,9 +128,11 @@ def _counts_table(view: RunView) -> Table:
 
 def _footer(view: RunView) -> str:
     state = "complete" if view.complete else "partial"
-    check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
     tally = _tally(view)
     head = f"run {view.run_id} ({state}) at {view.path}" + (f"\n{tally}" if tally else "")
+    if not view.verdicts:  # no hypotheses: no pre-registration to vouch for
+        return head
+    check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
     return f"{head}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
 
 
@@ -165,11 +167,11 @@ def render_markdown(view: RunView) -> str:
             f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
             f"{violation.wanted}, got {violation.got}"
         )
-    out += [
-        "",
-        f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}; hypotheses sha256 "
-        f"`{view.hypotheses_sha256}` ({'matches' if view.hashes_match else 'DOES NOT match'} the manifest).",
-    ]
+    ending = f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}"
+    if view.verdicts:
+        match = "matches" if view.hashes_match else "DOES NOT match"
+        ending += f"; hypotheses sha256 `{view.hypotheses_sha256}` ({match} the manifest)"
+    out += ["", ending + "."]
     return "\n".join(out) + "\n"
 
 

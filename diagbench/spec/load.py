@@ -121,9 +121,10 @@ class Spec:
         }
 
 
-def load_spec(path: Path) -> Spec:
-    """Read and check a spec; every mistake found is reported at once, in line order."""
-    document, text = load_document(path)
+def load_spec(path: Path, text: str | None = None) -> Spec:
+    """Read and check a spec; every mistake found is reported at once, in line order.
+    `text` stands in for the file's content (a run's recorded copy, for `run --resume RUN`)."""
+    document, text = load_document(path, text)
     root = document.collecting()
     problems = root.sink
     keys = root.mapping(_TOP_KEYS)

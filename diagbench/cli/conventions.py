@@ -1,0 +1,77 @@
+"""What every command's help follows: `-h`, readable metavars, and the exit codes in words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from typer.core import TyperArgument, TyperGroup
+
+from diagbench.vocab import ExitCode
+
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
+# \b keeps the lines as written (help text is otherwise re-flowed into one paragraph)
+EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
+    f"  {code.value:>3}  {words}"
+    for code, words in (
+        (ExitCode.OK, "the run completed and every expect held"),
+        (ExitCode.EXPECT_VIOLATED, "an expect was violated (with --strict, also a hypothesis not supported)"),
+        (ExitCode.USAGE, "the spec, the command line or a run directory is unusable"),
+        (ExitCode.HARNESS, "diagbench itself failed (a bug: please report it)"),
+        (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM); resume with --resume RUN"),
+    )
+)
+
+
+class ReadableGroup(TyperGroup):
+    """The app's command group: every parameter without a metavar of its own gets a plain
+    word in capitals (`--run-id RUN_ID`, `SPEC`) instead of a type (`<str>`, `{spec}`),
+    and choices read `[table|md|json]`. Options added later follow the same rule."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        for command in self.commands.values():
+            for param in command.params:
+                _plain_metavar(param)
+                if type(param) is TyperArgument:
+                    param.__class__ = _PlainArgument
+
+
+class _PlainArgument(TyperArgument):
+    """An argument shown as `SPEC` (or `[SPEC]` when optional), not `{spec}` and `spec <path>`."""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw + ("..." if self.nargs != 1 else "")
+        return name if self.required else f"[{name}]"
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _plain_metavar(param: Any) -> None:
+    if param.metavar is not None or getattr(param, "is_flag", False) or not param.name:
+        return
+    described = getattr(param, "type_descriptor", None)
+    choices = described.choices if described is not None and described.is_choice else None
+    if choices:
+        param.metavar = "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+    else:
+        param.metavar = param.name.upper()
+
+
+def complete_only(ctx: Any, incomplete: str) -> list[str]:
+    """`--only` completes to the AXIS=LABEL pairs of the spec given before it."""
+    from diagbench.errors import DiagbenchError
+    from diagbench.spec.load import load_spec
+
+    # an option still waiting for its value stops the parse: the spec is then among the raw args
+    spec = ctx.params.get("spec") or next((a for a in ctx.args if not a.startswith("-")), None)
+    if not spec:
+        return []
+    try:
+        loaded = load_spec(Path(spec))
+    except (DiagbenchError, OSError):
+        return []
+    pairs = [f"{axis.name}={level.label}" for axis in loaded.axes for level in axis.levels]
+    return [p for p in pairs if p.startswith(incomplete)]

@@ -1,0 +1,113 @@
+"""The matrix as a grid: which axes go down the rows and which across, and what each cell holds.
+
+Pure layout, shared by the HTML report and its diff: no markup here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations, product
+
+from diagbench.records.record import AttemptRecord
+
+MAX_COLUMNS = 8  # wider grids stop reading as a grid on a laptop screen
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One cell of the matrix: its id, and how its attempts ended (label -> count)."""
+
+    cell_id: str
+    attempts: tuple[str, ...]  # planned attempt folders, in order
+    counts: tuple[tuple[str, int], ...]  # (label, count), most frequent first
+    outcomes: tuple[tuple[str, int], ...]  # (outcome word, count): what colours the cell
+
+    @property
+    def recorded(self) -> int:
+        return sum(n for _, n in self.counts)
+
+
+@dataclass(frozen=True)
+class Grid:
+    row_axes: tuple[str, ...]
+    col_axes: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]  # label tuples, in the order the labels were written
+    cols: tuple[tuple[str, ...], ...]
+    cells: Mapping[tuple[tuple[str, ...], tuple[str, ...]], GridCell]  # (row, col) -> cell; absent: not in the run
+    constants: tuple[tuple[str, str], ...] = ()  # axes with one label in this run: said once, not drawn
+
+
+def split_axes(levels: Mapping[str, Sequence[str]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Rows and columns: the split closest to square with at most MAX_COLUMNS columns,
+    preferring the last axes as columns (as written); one axis reads best as rows."""
+    names = list(levels)
+    if len(names) < 2:
+        return tuple(names), ()
+    best: tuple[tuple[float, bool, tuple[int, ...]], tuple[int, ...]] | None = None
+    for size in range(1, len(names)):
+        for cols in combinations(range(len(names)), size):
+            width = math.prod(len(levels[names[i]]) for i in cols)
+            height = math.prod(len(levels[n]) for i, n in enumerate(names) if i not in cols)
+            if width > MAX_COLUMNS:
+                continue
+            suffix = cols == tuple(range(len(names) - size, len(names)))
+            score = (abs(math.log(height) - math.log(width)), not suffix, tuple(-i for i in cols))
+            if best is None or score < best[0]:
+                best = (score, cols)
+    chosen = best[1] if best else (len(names) - 1,)
+    return tuple(n for i, n in enumerate(names) if i not in chosen), tuple(names[i] for i in chosen)
+
+
+def build_grid(planned: Sequence[Mapping[str, object]], records: Sequence[AttemptRecord]) -> Grid:
+    """The grid of the planned cells (manifest `attempts`), filled from the records."""
+    levels: dict[str, list[str]] = {}
+    by_cell: dict[str, tuple[dict[str, str], list[str]]] = {}
+    recorded = {r.cell_id: r.params for r in records}
+    for attempt in planned:
+        given = attempt.get("params") or recorded.get(str(attempt["cell_id"]), {})
+        params = {str(k): str(v) for k, v in dict(given).items()}  # type: ignore[call-overload]
+        for axis, label in params.items():
+            if label not in levels.setdefault(axis, []):
+                levels[axis].append(label)
+        by_cell.setdefault(str(attempt["cell_id"]), (params, []))[1].append(str(attempt["attempt"]))
+    constants = tuple((a, labels[0]) for a, labels in levels.items() if len(labels) == 1)
+    varying = {a: labels for a, labels in levels.items() if len(labels) > 1} or dict(list(levels.items())[:1])
+    row_axes, col_axes = split_axes(varying)
+    cells = {}
+    for cell_id, (params, attempts) in by_cell.items():
+        key = (tuple(params.get(a, "") for a in row_axes), tuple(params.get(a, "") for a in col_axes))
+        cells[key] = _cell(cell_id, attempts, [r for r in records if r.cell_id == cell_id])
+    present_rows = {key[0] for key in cells}
+    present_cols = {key[1] for key in cells}
+    return Grid(
+        row_axes,
+        col_axes,
+        tuple(r for r in product(*(levels[a] for a in row_axes)) if r in present_rows),
+        tuple(c for c in product(*(levels[a] for a in col_axes)) if c in present_cols),
+        cells,
+        tuple(c for c in constants if c[0] not in row_axes),
+    )
+
+
+def _cell(cell_id: str, attempts: list[str], records: list[AttemptRecord]) -> GridCell:
+    labels = Counter(r.label for r in records)
+    outcomes = Counter(r.outcome.value for r in records)
+    return GridCell(cell_id, tuple(attempts), tuple(labels.most_common()), tuple(outcomes.most_common()))
+
+
+def spans(labels: Sequence[tuple[str, ...]], level: int) -> list[tuple[str, int]]:
+    """Header runs at one level: consecutive tuples sharing their first `level + 1` labels
+    merge into one header cell (label, how many it spans)."""
+    out: list[tuple[str, int]] = []
+    previous: tuple[str, ...] | None = None
+    for labels_here in labels:
+        prefix = labels_here[: level + 1]
+        if prefix == previous:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((labels_here[level], 1))
+        previous = prefix
+    return out
