@@ -27,11 +27,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 from conftest import fake_command, write_spec  # noqa: E402
 from diagbench.execute.events import QuietEvents  # noqa: E402
 from diagbench.execute.pipeline import RunOptions, execute  # noqa: E402
-from diagbench.logs.classify import classify_file  # noqa: E402
-from diagbench.logs.scan import hyperscan, required_literals  # noqa: E402
-from diagbench.logs.signatures import builtin_packs, expand, load_packs  # noqa: E402
 from diagbench.spec.load import load_spec  # noqa: E402
-from genlog import generate  # noqa: E402
+from scanbench import bench_scan, bench_startup  # noqa: E402
 
 
 def pct(values: list[float], p: float) -> float:
@@ -111,53 +108,6 @@ def _baseline_poll_loop(folder: Path, n: int, interval: float) -> list[float]:
             proc.wait()
         out.append(sent - float(re.search(r"@(\d+\.\d+)", log.read_text()).group(1)))
     return out
-
-
-def grep_patterns(sigs) -> list[str]:
-    """The same patterns in grep -E's dialect (no \\d, no (?:), no named groups)."""
-    out = []
-    for s in sigs:
-        p = expand(s.pattern)
-        p = re.sub(r"\(\?P<\w+>", "(", p).replace("(?:", "(").replace(r"\d", "[0-9]")
-        out.append(p)
-    return out
-
-
-def bench_scan(megabytes: int) -> None:
-    sigs = load_packs(builtin_packs(), ROOT)
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "server.log"
-        generate(log, megabytes)
-        size = log.stat().st_size / (1 << 20)
-        patterns = Path(tmp) / "patterns"
-        patterns.write_text("\n".join(grep_patterns(sigs)) + "\n")
-        log.read_bytes()  # warm the page cache for everyone alike
-        rows = []
-        t = _best(lambda: subprocess.run(["grep", "-E", "-c", "-f", str(patterns), str(log)], capture_output=True))
-        rows.append(("GNU grep -E -f (same patterns)", size / t))
-        literals = Path(tmp) / "literals"
-        cores = {lit for s in sigs for lit in (required_literals(expand(s.pattern)) or [])}
-        literals.write_bytes(b"\n".join(sorted(cores)) + b"\n")
-        t = _best(lambda: subprocess.run(["grep", "-F", "-c", "-f", str(literals), str(log)], capture_output=True))
-        rows.append((f"GNU grep -F -f ({len(cores)} literal cores)", size / t))
-        engines = (["auto"] if hyperscan is not None else []) + ["re"]
-        for engine in engines:
-            result = None
-
-            def classify(engine=engine):
-                nonlocal result
-                result = classify_file(log, sigs, engine)
-
-            t = _best(classify, runs=3 if engine != "re" else 1)
-            label = "diagbench classify (hyperscan)" if engine == "auto" else "diagbench classify (pure re)"
-            rows.append((label, size / t))
-            assert result.outcome == "failed" and result.failure_class == "cuda_graph_capture", result
-        peak = _peak_rss([sys.executable, "-m", "diagbench", "classify", str(log)])
-    print(f"\n== log scan throughput: {size:.0f} MB realistic log, {len(sigs)} signatures (all built-in packs)")
-    grep_speed = rows[0][1]
-    for name, speed in rows:
-        print(f"  {name:34} {speed:8.0f} MB/s   {speed / grep_speed:5.2f}x grep")
-    print(f"  peak RSS of `diagbench classify` on it: {peak / (1 << 20):.0f} MB")
 
 
 def _best(action, runs: int = 3) -> float:
@@ -274,14 +224,6 @@ def bench_teardown() -> None:
         f"  SIGTERM-ignoring server + setsid daemon + child (grace 2 s): {statistics.median(r.teardown_s for r in stubborn.records) * 1000:7.1f} ms, "
         f"killed {len(stubborn.records[0].killed)} processes, left behind: {sum(len(r.left_behind) for r in stubborn.records)}"
     )
-
-
-def bench_startup() -> None:
-    base = _best(lambda: subprocess.run([sys.executable, "-c", "pass"]), runs=5)
-    helped = _best(lambda: subprocess.run([sys.executable, "-m", "diagbench", "--help"], capture_output=True), runs=5)
-    print("\n== start-up")
-    print(f"  python -c pass:      {base * 1000:6.0f} ms")
-    print(f"  diagbench --help:    {helped * 1000:6.0f} ms  (+{(helped - base) * 1000:.0f} ms)")
 
 
 def main() -> None:

@@ -46,7 +46,16 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
     )
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
-    assert set(data) == {"outcome", "failure_class", "secondary_classes", "signature", "line_no", "line", "phase"}
+    assert set(data) == {
+        "outcome",
+        "failure_class",
+        "secondary_classes",
+        "signature",
+        "line_no",
+        "line",
+        "phase",
+        "server",
+    }
     assert data["line"].startswith("Exception: Capture cuda graph failed: CUDA error: out of memory")
     assert data["signature"] == "sglang.capture_failed"
 
@@ -107,3 +116,47 @@ def test_run_decides_a_replayed_log_as_classify_does(runs, name: str) -> None:
         want["line_no"],
     )
     assert r.secondary_classes == want["secondary_classes"]
+
+
+def test_cli_server_option_states_the_server(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("INFO:     Started server process [1]\nINFO:     Application startup complete.\nsome request\n")
+    argv = [sys.executable, "-m", "diagbench", "classify", "--json", str(log)]
+    bare = json.loads(subprocess.run(argv, capture_output=True, text=True).stdout)
+    assert (bare["outcome"], bare["server"]) == ("ready", None)  # weak: the log ends after uvicorn's line
+    given = json.loads(subprocess.run([*argv, "--server", "vLLM"], capture_output=True, text=True).stdout)
+    assert (given["outcome"], given["signature"], given["server"]) == ("ready", "vllm.uvicorn_ready", "vllm")
+    wrong = subprocess.run([*argv, "--server", "vlm"], capture_output=True, text=True)
+    assert wrong.returncode == 2
+    assert wrong.stderr.startswith("diagbench: unknown server 'vlm': did you mean 'vllm'? (expected one of: vllm, ")
+
+
+def test_spec_server_kind_names_a_known_server(tmp_path: Path) -> None:
+    from diagbench.errors import SpecError
+    from diagbench.spec.load import load_spec
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: x\nserver:\n  command: foo\n  kind: vlm\nmatrix:\n  a: {env: A, values: [1]}\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    assert str(caught.value) == f"{spec}:4: server.kind: unknown server \"vlm\" (did you mean 'vllm'?)"
+    spec.write_text(
+        "name: x\nserver:\n  command: foo\n  kind: tgi\n  signatures: [sglang]\nmatrix:\n  a: {env: A, values: [1]}\n"
+    )
+    with pytest.raises(SpecError, match="none of the chosen signature packs has a ready line of tgi"):
+        load_spec(spec)
+    spec.write_text("name: x\nserver:\n  command: foo\n  kind: Llama.cpp\nmatrix:\n  a: {env: A, values: [1]}\n")
+    assert load_spec(spec).server.kind == "llamacpp"
+
+
+def test_run_with_server_kind_takes_its_own_ready_line(runs) -> None:
+    """A server that only prints uvicorn's line: ready when the spec says it is vLLM, else a timeout."""
+    from conftest import fake_command
+
+    command = fake_command(
+        "out=INFO:     Started server process [7]", "out=INFO:     Application startup complete.", "hang"
+    )
+    known = runs.one({"command": command, "kind": "vllm", "timeout": "10s"})
+    assert (known.outcome, known.signature, known.evidence.line_no) == ("ready", "vllm.uvicorn_ready", 2)
+    unknown = runs.one({"command": command, "timeout": "1s"}, name="no-kind")
+    assert unknown.outcome == "timeout"

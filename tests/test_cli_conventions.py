@@ -96,7 +96,9 @@ def test_the_shell_completes_commands_options_and_choices():
 
 
 def test_install_completion_writes_a_script_and_sources_it(tmp_path):
-    env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
+    # typer detects the shell from the process tree, which differs between a terminal, a CI
+    # runner and a background job; its test switch makes the shell an argument instead
+    env = {**os.environ, "HOME": str(tmp_path), "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     done = subprocess.run([str(SCRIPT), "--install-completion", "bash"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     script = tmp_path / ".bash_completions" / "diagbench.sh"

@@ -1,33 +1,53 @@
 from __future__ import annotations
 
+import io
 import random
 from pathlib import Path
 
 import pytest
 
-from diagbench.logs.scan import LineSplitter, Scanner, hyperscan
+from diagbench.logs.lines import LineSplitter, read_blocks, split_lines
+from diagbench.logs.scan import Scanner, hyperscan
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, load_packs
 
 SIGS = load_packs(builtin_packs(), Path("."))
 
 
 def hits(scanner: Scanner, text: bytes):
+    """(line, signature) of each hit but the markers (which name the server, tested on their own)."""
     return [(h.line_no, h.signature.id) for h in scanner.scan(text, 1)]
 
 
-def test_splitter_joins_reads_and_treats_cr_as_a_line_end():
+def lines(text: bytes) -> int:
+    return Scanner([]).scan_block(text, 1).lines
+
+
+def strong_hits(scanner: Scanner, text: bytes):
+    """hits() but the catch-all for a traceback's last line."""
+    return [hit for hit in hits(scanner, text) if hit[1] != "generic.uncaught_exception"]
+
+
+def test_splitter_joins_reads_and_ends_buffers_at_a_line_end():
     s = LineSplitter()
     assert s.feed(b"abc") == b""
-    assert s.feed(b"def\r10%\r20%\r") == b"abcdef\n10%\n20%\n"
-    assert s.feed(b"\nnext\r\n") == b"next\n"  # "\r" then "\n" in the next read is one ending
+    assert s.feed(b"def\r10%\r20%\r") == b"abcdef\r10%\r"  # a last "\r" waits: a "\n" may follow
+    assert s.feed(b"\nnext\r\n") == b"20%\r\nnext\r\n"
     assert s.feed(b"tail") == b""
     assert s.flush() == b"tail\n"
 
 
-def test_splitter_cuts_huge_lines():
+def test_cr_ends_a_line_unless_next_to_a_newline():
+    assert lines(b"abcdef\r10%\r20%\r") == 3
+    assert lines(b"a\r\nb\n") == 2  # one ending
+    assert lines(b"warn\n\rCapturing 0%|\nTraceback\n") == 3  # a bar's leading "\r" ends nothing
+    assert lines(b"\rbar 10%\rbar 20%\r\n") == 2
+
+
+def test_splitter_hands_over_huge_lines_in_pieces():
     s = LineSplitter(max_line=100)
     out = b"".join(s.feed(b"x" * 30) for _ in range(10))
-    assert out.count(b"\n") == 2 and len(s.pending) < 100
+    assert len(s.pending) < 100 and out + s.pending == b"x" * 300  # memory stays flat
+    assert lines(out + s.flush()) == 1  # and the line stays one line
 
 
 def test_prefixes_do_not_hide_anchored_signatures():
@@ -91,13 +111,13 @@ def test_anchored_phase_is_confirmed_in_the_middle_of_a_buffer():
 
 
 def test_required_phase_survives_other_phases_after_it():
-    scanner = Scanner(SIGS)
-    text = b"Available routes are:\nStarting vLLM API server 0 on http://x\nINFO:     Application startup complete.\n"
-    assert [h.signature.id for h in scanner.scan(text, 1)] == [
-        "vllm.routes",
-        "vllm.starting_server",
-        "vllm.uvicorn_ready",
+    mine = [
+        Signature("mine.routes", Kind.PHASE, "Available routes are:", phase="serving"),
+        Signature("mine.start", Kind.PHASE, "Starting the server", phase="serving"),
+        Signature("mine.ready", Kind.READY, "Application startup complete", requires=("mine.routes",)),
     ]
+    text = b"Available routes are:\nStarting the server\nINFO:     Application startup complete.\n"
+    assert [sid for _, sid in hits(Scanner(mine), text)] == ["mine.routes", "mine.start", "mine.ready"]
 
 
 def test_last_phase_before_each_decisive_line_is_kept():
@@ -110,7 +130,7 @@ def test_last_phase_before_each_decisive_line_is_kept():
         + b"AUTOTUNE addmm(1x2, 2x3, 3x4)\n"
         + b"plain\n" * 3
     )
-    got = [(h.signature.id, h.line_no) for h in scanner.scan(text, 1)]
+    got = [(sid, line) for line, sid in hits(scanner, text)]
     assert got == [("sglang.capture_begin", 5001), ("sglang.scheduler_exception", 5002), ("triton.autotune", 10003)]
 
 
@@ -121,10 +141,9 @@ def test_phase_on_the_failure_line_itself_counts():
 
 
 def test_a_bar_that_opens_with_cr_does_not_add_a_line():
-    s = LineSplitter()
-    assert s.feed(b"warn\n\rCapturing 0%|\nTraceback\n") == b"warn\nCapturing 0%|\nTraceback\n"
-    assert s.feed(b"\rnext bar 10%\r") == b"next bar 10%\n"  # across reads too
-    assert s.feed(b"\rbar 20%\r\n") == b"bar 20%\n"
+    scanner = Scanner(SIGS)
+    text = b"warn\n\rCapturing batches (bs=8 avail_mem=1 GB): 0%|\nTraceback\nKilled\n"
+    assert hits(scanner, text) == [(2, "sglang.capturing_batch"), (4, "generic.killed")]
 
 
 def test_more_real_prefixes():
@@ -136,3 +155,116 @@ def test_more_real_prefixes():
     )
     strong = [(n, sid) for n, sid in hits(scanner, text) if sid != "generic.uncaught_exception"]
     assert strong == [(1, "generic.import_error"), (2, "generic.killed"), (3, "generic.import_error")]
+
+
+def test_the_line_model_is_one_whatever_counts_it():
+    """The scanner's count, the splitter's reads and the lines shown to people agree."""
+    rng = random.Random(3)
+    scanner = Scanner([])
+    for _ in range(300):
+        text = bytes(rng.choice(b"ab\r\n") for _ in range(rng.randrange(1, 40))) + b"\n"
+        whole = scanner.scan_block(text, 1).lines
+        assert whole == len(split_lines(text)), text
+        splitter, pieces = LineSplitter(), []
+        cuts = sorted(rng.sample(range(1, len(text)), min(3, len(text) - 1)))
+        for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True):
+            pieces.append(splitter.feed(text[a:b]))
+        pieces.append(splitter.flush())
+        assert sum(scanner.scan_block(p, 1).lines for p in pieces if p) == whole, text
+
+
+def test_hits_do_not_depend_on_how_the_log_was_read():
+    """Live reads of any size, 8 MB blocks, one buffer: the same ready and failure lines."""
+    rng = random.Random(11)
+    corpus = [
+        *(Path(__file__).parent / "fixtures").glob("*.log"),
+        *(Path(__file__).parent / "corpus/logs").glob("*.log"),
+    ]
+    lines = [line for path in corpus for line in path.read_bytes().splitlines() if line]
+    scanner = Scanner(SIGS)
+    decisive = (Kind.READY, Kind.FAILURE)
+    for _ in range(10):
+        text = b"".join(rng.choice(lines) + rng.choice([b"\n", b"\r\n", b"\r", b"\n\r"]) for _ in range(200)) + b"\n"
+        whole = [(h.line_no, h.signature.id) for h in scanner.scan(text, 1) if h.signature.kind in decisive]
+        for read in (live_reads(text, rng), blocks_of(text, 4096)):
+            got, line_no = [], 0
+            for buf in read:
+                scanned = scanner.scan_block(buf, line_no + 1)
+                got += [(h.line_no, h.signature.id) for h in scanned.hits if h.signature.kind in decisive]
+                line_no += scanned.lines
+            assert got == whole
+
+
+def live_reads(text: bytes, rng: random.Random) -> list[bytes]:
+    splitter, out, pos = LineSplitter(), [], 0
+    while pos < len(text):
+        step = rng.randrange(1, 3000)
+        out.append(splitter.feed(text[pos : pos + step]))
+        pos += step
+    return [b for b in [*out, splitter.flush()] if b]
+
+
+def blocks_of(text: bytes, size: int) -> list[bytes]:
+    return [bytes(buf[:end]) for buf, end in read_blocks(io.BytesIO(text), size)]
+
+
+def test_colour_codes_and_tags_do_not_hide_a_line():
+    scanner = Scanner(SIGS)
+    text = (
+        b"\x1b[32mINFO\x1b[0m plain\n"
+        b"\x1b[1;31m[rank0]:\x1b[0m ImportError: cannot import name 'x'\n"
+        b'<span style="color:#e06c75">[rank1]:</span> Killed  \n'
+        b"#033[2m2024-04-18T22:45:31Z#033[0m #033[32m INFO#033[0m text_generation_router: #033[2m329:#033[0m Connected\n"
+    )
+    assert strong_hits(scanner, text) == [
+        (2, "generic.import_error"),
+        (3, "generic.killed"),
+        (4, "tgi.router_connected"),
+    ]
+    ready = Scanner(SIGS, engine="re").scan(text, 1)[-1]
+    assert ready.text.endswith("#033[2m329:#033[0m Connected")  # matched as read, shown as written
+
+
+def test_launcher_container_and_paste_prefixes_do_not_hide_a_line():
+    scanner = Scanner(SIGS)
+    text = (
+        b"[1,0]<stderr>:ModuleNotFoundError: No module named 'flash_attn'\n"
+        b"ollama  | Killed\n"
+        b"2024-05-23T03:12:17.327895Z stderr F ImportError: libcudart.so.12\n"
+        b"Jul 25 14:36:08 gpu-node vllm[594237]: Killed\n"
+        b"E0109 19:34:35.165873 11729 model.py:248] ImportError: no module\n"
+        b"> > Segmentation fault (core dumped)\n"
+        b"2024-04-18T18:45:31.064-04:00   Killed\n"
+    )
+    assert strong_hits(scanner, text) == [
+        (1, "generic.import_error"),
+        (2, "generic.killed"),
+        (3, "generic.import_error"),
+        (4, "generic.killed"),
+        (5, "generic.import_error"),
+        (6, "generic.shell_segfault"),
+        (7, "generic.killed"),
+    ]
+
+
+def test_a_marker_is_reported_once_per_buffer():
+    scanner = Scanner(SIGS)
+    text = b"".join(
+        b"(APIServer pid=1) INFO 05-07 20:28:31 [launcher.py:46] Route: /v%d, Methods: POST\n" % i for i in range(50)
+    )
+    markers = [h.signature.id for h in scanner.scan_block(text, 1).hits if h.signature.kind is Kind.MARKER]
+    assert sorted(markers) == ["vllm.marker_logger", "vllm.marker_process", "vllm.marker_routes"]
+
+
+def test_parsed_packs_are_cached_until_their_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pack = tmp_path / "mine.yaml"
+    pack.write_text("pack: mine\nsignatures:\n  - {id: mine.boom, kind: failure, class: oom, pattern: 'boom'}\n")
+    first = load_packs([str(pack)], tmp_path)
+    assert [s.id for s in first] == ["mine.boom"] and list((tmp_path / "cache" / "diagbench").glob("packs-*.json"))
+    assert load_packs([str(pack)], tmp_path) == first  # read back from the cache
+    pack.write_text("pack: mine\nsignatures:\n  - {id: mine.bang, kind: failure, class: nccl, pattern: 'bang'}\n")
+    assert [(s.id, s.failure_class) for s in load_packs([str(pack)], tmp_path)] == [("mine.bang", "nccl")]
+    for entry in (tmp_path / "cache" / "diagbench").glob("packs-*.json"):
+        entry.write_bytes(b"not what was written")  # a damaged entry is parsed again, never trusted
+    assert [s.id for s in load_packs([str(pack)], tmp_path)] == ["mine.bang"]

@@ -105,7 +105,7 @@ CASES = [
         "spec.yaml:4: server.signatures[1]: unknown signature pack 'vlm' (did you mean 'vllm'?; or give a path to a pack file)",
     ),
     (
-        "name: x\nserver:\n  command: foo\n  signatures: [trtllm]\n" + AXIS,
+        "name: x\nserver:\n  command: foo\n  signatures: [nccl]\n" + AXIS,
         "spec.yaml:3: server: no ready condition: none of the chosen signature packs has a ready line "
         "(set server.ready.log (a regex) or server.ready.http (a path such as /health))",
     ),

@@ -14,7 +14,8 @@ SCANNER = Scanner(load_packs(builtin_packs(), Path(".")))
 
 def feed(watch: Watch, text: str, now: float = 0.0, first: int = 1):
     buf = text.encode()
-    return watch.feed(SCANNER.scan(buf, first), first - 1 + buf.count(b"\n"), now)
+    scanned = SCANNER.scan_block(buf, first)  # as the readers do: markers included
+    return watch.feed(scanned.hits, first - 1 + scanned.lines, now)
 
 
 def test_ready_line():
@@ -99,12 +100,75 @@ def test_http_and_log_both_needed():
     assert d.outcome is Outcome.READY and d.reason == "ready line and GET /health -> 200"
 
 
-def test_vllm_uvicorn_ready_needs_the_route_list_first():
+def test_vllm_uvicorn_ready_needs_the_log_to_be_vllms():
     w = Watch(ReadyRule(), deadline=10)
     assert feed(w, "INFO:     Application startup complete.\n") is None
     w = Watch(ReadyRule(), deadline=10)
     d = feed(w, "INFO 05-01 [launcher.py:19] Available routes are:\nINFO:     Application startup complete.\n")
-    assert d.signature == "vllm.uvicorn_ready"
+    assert d.signature == "vllm.uvicorn_ready" and w.detector.server == "vllm"
+
+
+def test_the_server_given_makes_its_own_ready_lines_decide():
+    w = Watch(ReadyRule(), deadline=10, server="vllm")
+    d = feed(w, "INFO:     Started server process [1]\nINFO:     Application startup complete.\n")
+    assert (d.outcome, d.evidence.line_no, d.signature) == (Outcome.READY, 2, "vllm.uvicorn_ready")
+    other = Watch(ReadyRule(), deadline=10, server="vllm")  # another server's ready line is not vLLM's
+    assert feed(other, "The server is fired up and ready to roll!\n") is None
+
+
+def test_triton_ready_lines_count_for_its_tensorrt_llm_backend():
+    w = Watch(ReadyRule(), deadline=10, server="trtllm")
+    d = feed(w, 'I0327 13:12:22.342523 146 http_server.cc:4725] "Started HTTPService at 0.0.0.0:8000"\n')
+    assert d.signature == "tritonserver.ready"
+
+
+def test_detection_follows_the_weightiest_markers():
+    w = Watch(ReadyRule(), deadline=None)
+    feed(w, "llama_model_loader: loaded meta data with 25 key-value pairs\n")
+    assert w.detector.server == "llamacpp"
+    feed(
+        w,
+        'time=2024-04-25T18:30:30.049+02:00 level=ERROR source=routes.go:120 msg="error loading llama server"\n',
+        first=2,
+    )
+    assert w.detector.server == "ollama"  # Ollama runs llama.cpp's loader: its own lines weigh more
+
+
+def test_a_detected_server_never_turns_a_failure_into_ready():
+    w = Watch(ReadyRule(), deadline=10)
+    feed(
+        w,
+        "(APIServer pid=1) INFO 05-01 10:00:00 [api_server.py:1] vLLM API server version 0.9\n"
+        "(EngineCore_0 pid=2) ERROR 05-01 10:00:01 [core.py:1] torch.OutOfMemoryError: CUDA out of memory.\n"
+        "(APIServer pid=1) INFO:     Application startup complete.\n",
+    )
+    d = w.tick(1.0)
+    assert (d.outcome, d.failure_class, w.detector.server) == (Outcome.FAILED, "oom", "vllm")
+
+
+def test_uvicorn_alone_is_ready_only_for_a_log_that_ends_there():
+    live = Watch(ReadyRule(), deadline=10)
+    assert feed(live, "INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n") is None
+    assert live.exited(1, 1.0).outcome is Outcome.CRASHED  # live it decides nothing
+    done = Watch(ReadyRule(), deadline=None)
+    feed(done, "INFO:     Application startup complete.\nINFO:     Uvicorn running on http://0.0.0.0:30000\n")
+    d = done.end_of_log(0.0)
+    assert (d.outcome, d.evidence.line_no, d.reason) == (Outcome.READY, 2, "the log ends after its ready line")
+    warmup = Watch(ReadyRule(), deadline=None)  # SGLang's warm-up fails after uvicorn is up
+    feed(warmup, "INFO:     Uvicorn running on http://0.0.0.0:30000\nAssertionError: res=<Response [403]>\n")
+    assert warmup.end_of_log(0.0).outcome is Outcome.FAILED
+
+
+def test_an_echoed_raise_names_a_traceback_cut_before_its_last_line():
+    w = Watch(ReadyRule(), deadline=None)
+    feed(
+        w,
+        '  File "/vllm/v1/core/kv_cache_utils.py", line 699, in check_enough_kv_cache_memory\n'
+        '    raise ValueError("No available memory for the cache blocks. "\n',
+    )
+    assert w.decision is None  # never decides while the log goes on
+    d = w.end_of_log(0.0)
+    assert (d.outcome, d.failure_class, d.signature) == (Outcome.FAILED, "oom", "vllm.kv_cache_oom")
 
 
 def test_ready_after_a_failure_does_not_count():

@@ -13,7 +13,7 @@ import typer
 from diagbench import __version__
 from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup
 from diagbench.errors import UserError
-from diagbench.render.console import stderr_console, stdout_console
+from diagbench.render.console import lazy_console
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
@@ -25,8 +25,10 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Find which factor breaks an inference server's launch.",
 )
-out = stdout_console()
-err = stderr_console()
+
+
+out = lazy_console("stdout")
+err = lazy_console("stderr")
 T = TypeVar("T")
 
 

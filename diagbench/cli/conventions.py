@@ -42,8 +42,12 @@ class _PlainArgument(TyperArgument):
     """An argument shown as `SPEC` (or `[SPEC]` when optional), not `{spec}` and `spec <path>`."""
 
     def _usage_display_name(self) -> str:
-        name = self.display_name_raw + ("..." if self.nargs != 1 else "")
+        name = self.human_readable_name + ("..." if self.nargs != 1 else "")
         return name if self.required else f"[{name}]"
+
+    def make_metavar(self, ctx: Any, *, usage: bool = False) -> str:
+        """The same for typer below 0.29 (held there: 0.29 imports pydantic for every command)."""
+        return self._usage_display_name() if usage else self.human_readable_name
 
     def display_type_rich(self, ctx: Any) -> str | None:
         return None

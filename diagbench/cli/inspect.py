@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -124,24 +123,36 @@ def classify(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
     engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
+    server: Annotated[
+        str | None, typer.Option(help="the server that wrote the log (vllm, sglang, ...): its own ready lines decide")
+    ] = None,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
     from diagbench.logs.classify import classify_file, classify_stream, context
+    from diagbench.logs.servers import server_name
     from diagbench.logs.signatures import load_packs
-    from diagbench.render.classify import render_classification
 
+    given = guarded(lambda: server_name(server)) if server is not None else None
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
-    with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
-        if str(logfile) == "-":
-            result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy))
-        else:
-            result = guarded(lambda: classify_file(logfile, sigs, engine.value))
+    if str(logfile) != "-":
+        result = guarded(lambda: classify_file(logfile, sigs, engine.value, given))
         if as_json:
             sys.stdout.write(json.dumps(result.to_json()) + "\n")
             return
-        copy.seek(0)
-        shown = context(copy if str(logfile) == "-" else logfile, result.line_no) if result.line_no else []
-    for line in render_classification(result, shown):
+        shown = context(logfile, result.line_no) if result.line_no else []
+    else:
+        import tempfile
+
+        with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
+            result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy, given))
+            if as_json:
+                sys.stdout.write(json.dumps(result.to_json()) + "\n")
+                return
+            copy.seek(0)
+            shown = context(copy, result.line_no) if result.line_no else []
+    from diagbench.render.classify import render_classification
+
+    for line in render_classification(result, shown, given is not None):
         out.print(line, markup=False, soft_wrap=True)
 
 

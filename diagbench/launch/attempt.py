@@ -22,7 +22,8 @@ from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import HttpProbe
 from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
 from diagbench.launch.tags import Owner, Tag, caches_prefix
-from diagbench.logs.scan import LineSplitter, Scanner
+from diagbench.logs.lines import LineSplitter
+from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.watch import Decision, ReadyRule, Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import redact, redact_argv
@@ -84,9 +85,9 @@ class _Reader:
     def _lines(self, buf: bytes) -> None:
         if not buf:
             return
-        hits = self.scanner.scan(buf, self.line_no + 1)
-        self.line_no += buf.count(b"\n")
-        self.watch.feed(hits, self.line_no, time.monotonic())
+        scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES)
+        self.line_no += scanned.lines
+        self.watch.feed(scanned.hits, self.line_no, time.monotonic())
 
 
 def run_attempt(
@@ -112,7 +113,9 @@ def run_attempt(
         if lease.holder is not None:
             reason = f"port {lease.port} is already in use by {lease.holder} (stop it, or set server.port: auto)"
             return _launch_error(base, reason, t0)
-        watch = Watch(_ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle)
+        watch = Watch(
+            _ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle, server=server.kind
+        )
         try:
             log = CappedLog(folder / "server.log", server.max_log)
         except OSError as exc:

@@ -1,7 +1,9 @@
-"""Offline classification of a finished log: the same scanner and watch as `run`."""
+"""Offline classification of a finished log, or of a stream until its decision: the same
+scanner and watch as `run`."""
 
 from __future__ import annotations
 
+import io
 import os
 import select
 import stat
@@ -12,12 +14,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from diagbench.errors import UserError
-from diagbench.logs.scan import LineSplitter, Scanner
+from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
+from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import ReadyRule, Watch
 from diagbench.vocab import Outcome
 
-CHUNK = 1 << 20
+CHUNK = 1 << 20  # a stream's reads
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Classification:
     phase: str | None
     lines: int
     bytes: int
+    server: str | None = None  # given, or detected from the log's markers
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the shape of `diagbench schema classify`."""
@@ -42,27 +46,40 @@ class Classification:
             "line_no": self.line_no,
             "line": self.line,
             "phase": self.phase,
+            "server": self.server,
         }
 
 
-def classify_file(path: Path, signatures: Sequence[Signature], engine: str = "auto") -> Classification:
-    """Classify a finished log file (a regular file: see `open_log`)."""
+def classify_file(
+    path: Path, signatures: Sequence[Signature], engine: str = "auto", server: str | None = None
+) -> Classification:
+    """Classify a finished log file (a regular file: see `open_log`); `server`: the server
+    that wrote it, if known (else detected from its lines)."""
     with open_log(path) as handle:
-        scanner, watch, splitter = _start(signatures, engine)
+        scanner, watch = _start(signatures, engine, server)
         line_no = size = 0
-        while watch.decision is None and (data := handle.read(CHUNK)):
-            size += len(data)
-            line_no = _feed(watch, scanner, splitter.feed(data), line_no, 0.0)
-        return _finish(watch, scanner, splitter, line_no, size, 0.0)
+        for buf, end in read_blocks(handle, _block_size(handle)):  # whole blocks, one reused buffer
+            line_no = _feed(watch, scanner, buf, end, line_no, size < MARKER_BYTES, 0.0)
+            size += end
+            if watch.decision is not None:
+                break
+        else:
+            watch.end_of_log(0.0)
+        return _finish(watch, line_no, size)
 
 
 def classify_stream(
-    fd: int, signatures: Sequence[Signature], engine: str = "auto", copy: BinaryIO | None = None
+    fd: int,
+    signatures: Sequence[Signature],
+    engine: str = "auto",
+    copy: BinaryIO | None = None,
+    server: str | None = None,
 ) -> Classification:
     """Classify a stream (standard input) as it is written, until the decision or its end.
     As in `run`, a failure line's settle window closes on the clock, so a server that prints
     its error and hangs is decided without waiting for an end. What is read is copied to `copy`."""
-    scanner, watch, splitter = _start(signatures, engine)
+    scanner, watch = _start(signatures, engine, server)
+    splitter = LineSplitter()
     line_no = size = 0
     while watch.decision is None:
         wake = watch.wakeup()
@@ -75,12 +92,17 @@ def classify_stream(
             break
         if copy is not None:
             copy.write(data)
+        buf = splitter.feed(data)
+        line_no = _feed(watch, scanner, buf, len(buf), line_no, size < MARKER_BYTES, time.monotonic())
         size += len(data)
-        line_no = _feed(watch, scanner, splitter.feed(data), line_no, time.monotonic())
-    return _finish(watch, scanner, splitter, line_no, size, time.monotonic())
+    if watch.decision is None:
+        buf = splitter.flush()
+        line_no = _feed(watch, scanner, buf, len(buf), line_no, size < MARKER_BYTES, time.monotonic())
+        watch.end_of_log(time.monotonic())
+    return _finish(watch, line_no, size)
 
 
-def open_log(path: Path) -> BinaryIO:
+def open_log(path: Path) -> io.BufferedReader:
     """A log opened for reading, refused unless it is a regular file: a FIFO, a device or a
     socket could block or never end (`diagbench classify -` reads a stream)."""
     try:
@@ -110,19 +132,15 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _start(signatures: Sequence[Signature], engine: str) -> tuple[Scanner, Watch, LineSplitter]:
-    return Scanner(signatures, engine), Watch(ReadyRule(log=True), deadline=None), LineSplitter()
+def _start(signatures: Sequence[Signature], engine: str, server: str | None) -> tuple[Scanner, Watch]:
+    return Scanner(signatures, engine), Watch(ReadyRule(log=True), deadline=None, server=server)
 
 
-def _finish(
-    watch: Watch, scanner: Scanner, splitter: LineSplitter, line_no: int, size: int, now: float
-) -> Classification:
-    if watch.decision is None:
-        line_no = _feed(watch, scanner, splitter.flush(), line_no, now)
-        watch.end_of_log(now)
+def _finish(watch: Watch, line_no: int, size: int) -> Classification:
     d = watch.decision
+    server = watch.detector.server
     if d is None:
-        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size)
+        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size, server)
     outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
     return Classification(
         outcome,
@@ -134,26 +152,43 @@ def _finish(
         watch.phase,
         line_no,
         size,
+        server,
     )
 
 
-def _feed(watch: Watch, scanner: Scanner, buf: bytes, line_no: int, now: float) -> int:
-    """Scan a buffer of whole lines into the watch; returns the new last line number."""
-    last = line_no + buf.count(b"\n")
-    watch.feed(scanner.scan(buf, line_no + 1), last, now)
-    return last
+def _block_size(handle: io.BufferedReader) -> int:
+    """A small log gets a small buffer (a fresh 8 MB one costs more than reading it)."""
+    try:
+        return max(1 << 16, min(BLOCK, os.fstat(handle.fileno()).st_size + 1))
+    except OSError:
+        return BLOCK
 
 
-def context(source: Path | BinaryIO, line_no: int, around: int = 3) -> list[tuple[int, str]]:
-    """The lines around `line_no` (1-based, "\\r" ends a line too), for people."""
+def _feed(watch: Watch, scanner: Scanner, buf: Buffer, end: int, line_no: int, markers: bool, now: float) -> int:
+    """Scan buf[:end] (whole lines) into the watch; returns the new last line number."""
+    if not end:
+        return line_no
+    scanned = scanner.scan_block(buf, line_no + 1, end, markers)
+    watch.feed(scanned.hits, line_no + scanned.lines, now)
+    return line_no + scanned.lines
+
+
+def context(source: Path | RawFile, line_no: int, around: int = 3) -> list[tuple[int, str]]:
+    """The lines around `line_no` (1-based, counted as the scanner counts them), for people."""
     if isinstance(source, Path):
         with open_log(source) as handle:
             return context(handle, line_no, around)
     out: list[tuple[int, str]] = []
-    splitter, seen = LineSplitter(), 0
-    while (data := source.read(CHUNK)) and seen < line_no + around:
-        for raw in splitter.feed(data).split(b"\n")[:-1]:
-            seen += 1
-            if line_no - around <= seen <= line_no + around:
-                out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
+    seen = 0
+    for buf, end in read_blocks(source):
+        count = count_endings(buf, 0, end)
+        if seen + count + 1 >= line_no - around:  # the wanted lines start in this block
+            for raw in split_lines(bytes(buf[:end])):
+                seen += 1
+                if line_no - around <= seen <= line_no + around:
+                    out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
+        else:
+            seen += count
+        if seen >= line_no + around:
+            break
     return out

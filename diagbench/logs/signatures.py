@@ -1,39 +1,67 @@
-"""Signature packs: data files of ready, failure and phase patterns.
+"""Signature packs: data files of ready, failure, phase and marker patterns.
 
 A pack is a YAML file (built-in ones live in `diagbench/logs/packs/`; users add their own
 by path). Each signature has an id, a kind, a pattern, and for failures a class and a
-priority. Patterns match one line; `{prefix}` stands for the per-rank and container
-prefixes real multi-process logs put before a line (`[rank0]:`, `(VllmWorker pid=7)`,
-`vllm-1  | `), so anchored patterns still match behind them.
+priority. A pack may name the server that prints its lines (`server: vllm`): its markers
+(kind `marker`) tell that server's logs apart, and its ready lines marked `needs_server`
+count only once the log is known to be that server's. Patterns match one line;
+`{prefix}` stands for the per-rank, container, timestamp and logger prefixes real
+multi-process logs put before a line (`[rank0]:`, `(VllmWorker pid=7)`, `vllm-1  | `,
+`[1,0]<stderr>:`), so anchored patterns still match behind them.
+
+Parsed packs are cached on disk (cache.py), keyed by each file's path, size and mtime, so
+a command that only classifies a log does not import or run the YAML parser.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import SpecError
+from diagbench.logs.cache import cached_packs, store_packs
 from diagbench.vocab import FAILURE_CLASSES
-from diagbench.yamlsrc import Src, load_document, suggest
+
+if TYPE_CHECKING:
+    from diagbench.yamlsrc import Src
 
 PREFIX = (
-    r"(?:\[rank\d+\]:\s*"
-    r"|\([A-Za-z_]\w*(?: [\w=.:]+)*? pid=\d+(?:, ip=[\d.:]+)?\)\s*"
-    r"|[\w.-]+-\d+\s+\|\s"
-    r"|\[\d{4}-\d\d-\d\d[ T][\d:.]+(?: [A-Z]{2}\d+)*\]\s*"
-    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] )*"  # vLLM's logger
+    r"(?:\[rank\d+\]:\s*"  # torch elastic, per rank
+    r"|\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s*"  # mpirun --tag-output
+    r"|\([A-Za-z_]\w*(?: [\w=.:]+)*? pid=\d+(?:, ip=[\d.:]+)?\)\s*"  # Ray actors, vLLM processes
+    r"|[\w.-]+\s+\|\s"  # docker compose: `vllm-1  | `, `ollama  | `
+    r"|\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]{2}\d+)*\]\s*"  # SGLang: `[2025-05-12 08:03:12 TP0] `
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] "  # vLLM's logger
+    r"|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)\s+(?:std(?:out|err) [FP] )?"  # kubectl --timestamps, CRI, CloudWatch
+    r"|[A-Z][a-z]{2} [ \d]\d [\d:]{8} [\w.-]+ [\w./@-]+(?:\[\d+\])?: "  # journald / syslog
+    r"|[IWEF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] "  # glog: Triton, TensorRT-LLM's C++ side
+    r"|> ?"  # a log pasted as a Markdown quote
+    r")*"
 )
 DEFAULT_PRIORITY = 50
-_SIGNATURE_KEYS = ("id", "kind", "class", "pattern", "priority", "settles", "weak", "requires", "phase", "source")
+_SIGNATURE_KEYS = (
+    "id",
+    "kind",
+    "class",
+    "pattern",
+    "priority",
+    "settles",
+    "weak",
+    "requires",
+    "needs_server",
+    "phase",
+    "source",
+)
 
 
 class Kind(str, Enum):
     READY = "ready"
     FAILURE = "failure"
     PHASE = "phase"
+    MARKER = "marker"  # a line only this pack's server prints: names the server that wrote the log
 
 
 @dataclass(frozen=True)
@@ -44,17 +72,24 @@ class Signature:
     kind: Kind
     pattern: str
     failure_class: str | None = None
-    priority: int = DEFAULT_PRIORITY
+    priority: int = DEFAULT_PRIORITY  # failures: which one names the launch; markers: how sure a detection is
     settles: bool = False  # this line ends the failure story: decide without waiting
-    weak: bool = False  # decides nothing live; names the failure only if the log ends undecided
+    weak: bool = False  # decides nothing live; names the outcome only if the log ends undecided
     requires: tuple[str, ...] = ()  # ready only once one of these other signatures has matched
     phase: str | None = None  # phase name, may use the pattern's named groups: "capture bs={bs}"
     pack: str = ""
     source: str = ""
-    compiled: re.Pattern[bytes] = field(init=False, repr=False, compare=False)
+    server: str | None = None  # the server whose pack this is
+    needs_server: bool = False  # ready only once the log is known to be `server`'s
+    _compiled: re.Pattern[bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "compiled", re.compile(expand(self.pattern).encode()))
+    @property
+    def compiled(self) -> re.Pattern[bytes]:
+        """The pattern for one line; compiled on first use (most never confirm a line)."""
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", re.compile(expand(self.pattern).encode()))
+        assert self._compiled is not None
+        return self._compiled
 
     def phase_name(self, found: re.Match[bytes]) -> str:
         groups = {k: v.decode(errors="replace") for k, v in found.groupdict().items() if v}
@@ -64,40 +99,80 @@ class Signature:
         except (KeyError, IndexError):
             return template.split(" ")[0]
 
+    def to_json(self) -> dict[str, Any]:
+        """For the pack cache."""
+        return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(self).items() if not k.startswith("_")}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Signature:
+        """Back from the pack cache: enums and tuples as the fields' defaults have them."""
+        values = {**data, "kind": Kind(data["kind"])}
+        for f in fields(cls):
+            if f.name in values and isinstance(f.default, Enum | tuple):
+                values[f.name] = type(f.default)(values[f.name])
+        return cls(**values)
+
 
 def expand(pattern: str) -> str:
     return pattern.replace("{prefix}", PREFIX)
 
 
+def _packs_folder() -> Path:
+    return Path(__file__).resolve().parent / "packs"  # installed as package data, next to this module
+
+
 def builtin_packs() -> list[str]:
-    folder = resources.files("diagbench.logs") / "packs"
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return sorted(p.name[:-5] for p in _packs_folder().iterdir() if p.name.endswith(".yaml"))
+
+
+def pack_path(name: str, base: Path) -> Path:
+    """A built-in pack by name, or a user's pack file by path (relative to `base`)."""
+    if "/" in name or name.endswith((".yaml", ".yml")):
+        return Path(name) if Path(name).is_absolute() else base / name
+    if name not in builtin_packs():
+        from diagbench.yamlsrc import suggest
+
+        raise SpecError("signatures", None, "", f"unknown pack '{name}'", suggest(name, builtin_packs()))
+    return _packs_folder() / f"{name}.yaml"
 
 
 def load_packs(names: list[str], base: Path) -> list[Signature]:
     """Load built-in packs by name and user packs by path (relative to `base`)."""
-    out: list[Signature] = []
-    for name in names:
-        out.extend(load_pack(name, base))
+    paths = [pack_path(name, base) for name in names]
+    if (cached := cached_packs(paths)) is not None:
+        return [Signature.from_json(item) for item in cached]
+    out = [sig for path in paths for sig in parse_pack(path)]
+    store_packs(paths, [s.to_json() for s in out])
     return out
 
 
 def load_pack(name: str, base: Path) -> list[Signature]:
-    if "/" in name or name.endswith((".yaml", ".yml")):
-        path = Path(name) if Path(name).is_absolute() else base / name
-    else:
-        if name not in builtin_packs():
-            raise SpecError("signatures", None, "", f"unknown pack '{name}'", suggest(name, builtin_packs()))
-        path = Path(str(resources.files("diagbench.logs") / "packs" / f"{name}.yaml"))
+    return load_packs([name], base)
+
+
+def parse_pack(path: Path) -> list[Signature]:
+    from diagbench.yamlsrc import load_document
+
     root, _ = load_document(path)
-    entries = root.mapping(("pack", "description", "signatures"))
+    entries = root.mapping(("pack", "description", "server", "signatures"))
     pack = entries["pack"].string() if "pack" in entries else path.stem
+    server = server_of(entries["server"]) if "server" in entries else None
     if "signatures" not in entries:
         raise root.error("missing key 'signatures'", "list the pack's signatures under 'signatures:'")
-    return [parse_signature(item, pack) for item in entries["signatures"].items()]
+    return [parse_signature(item, pack, server) for item in entries["signatures"].items()]
 
 
-def parse_signature(src: Src, pack: str) -> Signature:
+def server_of(src: Src) -> str:
+    from diagbench.logs.servers import SERVERS
+    from diagbench.yamlsrc import suggest
+
+    word = src.string("a server name")
+    if word not in SERVERS:
+        raise src.error(f'unknown server "{word}"', suggest(word, list(SERVERS)))
+    return word
+
+
+def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature:
     keys = src.mapping(_SIGNATURE_KEYS)
     for need in ("id", "kind", "pattern"):
         if need not in keys:
@@ -106,10 +181,13 @@ def parse_signature(src: Src, pack: str) -> Signature:
     try:
         kind = Kind(kind_text)
     except ValueError:
-        raise keys["kind"].error(f'expected one of ready, failure, phase, got "{kind_text}"') from None
+        raise keys["kind"].error(f'expected one of ready, failure, phase, marker, got "{kind_text}"') from None
     failure_class = None
     if kind is Kind.FAILURE:
         failure_class = failure_class_of(keys["class"]) if "class" in keys else "other"
+    needs_server = keys["needs_server"].boolean() if "needs_server" in keys else False
+    if needs_server and server is None:
+        raise keys["needs_server"].error("needs_server needs a pack that names its server", "add `server: NAME`")
     return Signature(
         id=keys["id"].string(),
         kind=kind,
@@ -122,10 +200,14 @@ def parse_signature(src: Src, pack: str) -> Signature:
         phase=keys["phase"].string() if "phase" in keys else (None if kind is not Kind.PHASE else "running"),
         pack=pack,
         source=keys["source"].text() if "source" in keys else "",
+        server=server,
+        needs_server=needs_server,
     )
 
 
 def failure_class_of(src: Src) -> str:
+    from diagbench.yamlsrc import suggest
+
     word = src.string("a failure class")
     if word not in FAILURE_CLASSES:
         raise src.error(f'unknown failure class "{word}"', suggest(word, FAILURE_CLASSES))

@@ -13,18 +13,25 @@ then the earliest; the other failure classes seen become secondary classes.
 
 from __future__ import annotations
 
+import functools
 import re
 import signal as signals
 from collections import deque
 from dataclasses import dataclass, field
 
 from diagbench.logs.scan import Hit
+from diagbench.logs.servers import Detector
 from diagbench.logs.signatures import PREFIX, Kind
 from diagbench.vocab import Evidence, Outcome
 
+
 # A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
 # names the failure without being it. Such lines never decide (seen on the refserver's GPU run).
-_ECHOED_SOURCE = re.compile(("^" + PREFIX + r"\s{2,}(?:raise|assert)\b").encode())
+@functools.cache
+def _echoed_source() -> re.Pattern[bytes]:
+    return re.compile(("^" + PREFIX + r"\s{2,}(?:raise|assert)\b").encode())  # compiled when first needed
+
+
 SETTLE_S = 0.1
 SETTLE_LINES = 200
 ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a generic failure
@@ -76,8 +83,10 @@ class Watch:
         timeout_s: float | None = None,
         settle_s: float = SETTLE_S,
         settle_lines: int = SETTLE_LINES,
+        server: str | None = None,
     ):
         self.rule, self.deadline, self.timeout_s = rule, deadline, timeout_s
+        self.detector = Detector(server)  # which server wrote the log: given, or from its markers
         self.settle_s, self.settle_lines = settle_s, settle_lines
         self.phase: str | None = None
         self.decision: Decision | None = None
@@ -87,6 +96,7 @@ class Watch:
         self._http_ok = False
         self._window: _Window | None = None
         self._weak: Hit | None = None  # the last line a weak signature matched
+        self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
         self._recent_weak: deque[Hit] = deque(maxlen=32)
 
     # -- inputs ------------------------------------------------------------------------
@@ -94,10 +104,12 @@ class Watch:
     def feed(self, hits: list[Hit], last_line_no: int, now: float) -> Decision | None:
         """Hits from newly written lines, up to line `last_line_no`."""
         if self.decision:
+            self._note_markers(hits)
             return self.decision
         self.lines = last_line_no
-        for hit in hits:
+        for index, hit in enumerate(hits):
             if self._take(hit, now):
+                self._note_markers(hits[index + 1 :])  # the server is named from all the lines read
                 return self._decide_failure(now)
         if self._window and last_line_no >= self._window.closes_after_line:
             return self._decide_failure(now)
@@ -151,6 +163,12 @@ class Watch:
         if self._window:
             return self._decide_failure(now)
         weak = self._weak
+        ready = self._weak_ready
+        if ready is not None and (weak is None or weak.line_no < ready.line_no):
+            reason = "the log ends after its ready line"
+            return self._set(
+                Decision(Outcome.READY, reason, now, signature=ready.signature.id, evidence=_evidence(ready))
+            )
         if weak is None:
             return None
         return self._set(
@@ -179,22 +197,37 @@ class Watch:
         """Record one hit; True when it settles a failure now."""
         kind = hit.signature.kind
         self._seen.add(hit.signature.id)
-        if kind is Kind.PHASE and not self._window:
+        if kind is Kind.MARKER:
+            self.detector.saw(hit.signature)
+        elif kind is Kind.PHASE and not self._window:
             self.phase = hit.signature.phase_name(hit.match)
         elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
-            requires = hit.signature.requires
-            if not requires or any(r in self._seen for r in requires):
-                self._ready_hit = hit
+            self._take_ready(hit)
+        elif kind is Kind.FAILURE and _echoed_source().match(hit.line):
+            self._weak = hit  # the raise it echoes names the error, if the excerpt stops before it
         elif kind is Kind.FAILURE and hit.signature.weak:
-            if not _ECHOED_SOURCE.match(hit.line):
-                self._weak = hit
-                self._recent_weak.append(hit)
-        elif kind is Kind.FAILURE and not _ECHOED_SOURCE.match(hit.line):
+            self._weak = hit
+            self._recent_weak.append(hit)
+        elif kind is Kind.FAILURE:
             if self._window is None:
                 self._window = _Window(now + self.settle_s, hit.line_no + self.settle_lines)
             self._window.hits.append(hit)
             return hit.signature.settles
         return False
+
+    def _note_markers(self, hits: list[Hit]) -> None:
+        for hit in hits:
+            if hit.signature.kind is Kind.MARKER:
+                self.detector.saw(hit.signature)
+
+    def _take_ready(self, hit: Hit) -> None:
+        sig = hit.signature
+        if not self.detector.allows(sig) or (sig.requires and not any(r in self._seen for r in sig.requires)):
+            return
+        if sig.weak:
+            self._weak_ready = hit
+        else:
+            self._ready_hit = hit
 
     def _maybe_ready(self, now: float) -> Decision | None:
         if self._window:

@@ -14,9 +14,11 @@ from diagbench.render.text import visible
 from diagbench.vocab import outcome_label
 
 
-def render_classification(result: Classification, context: Sequence[tuple[int, str]]) -> list[str]:
-    """The outcome, the phase reached, and the deciding line in its context."""
+def render_classification(result: Classification, context: Sequence[tuple[int, str]], given: bool = False) -> list[str]:
+    """The outcome, the server, the phase reached, and the deciding line in its context."""
     lines = [f"outcome: {outcome_label(result.outcome, result.failure_class)}"]
+    how = "given" if given else "detected from its lines" if result.server else "no line names it"
+    lines.append(f"server: {result.server or '-'} ({how})")
     if result.secondary_classes:
         lines.append(f"secondary: {', '.join(result.secondary_classes)}")
     lines.append(f"phase reached: {visible(result.phase or '-')}")

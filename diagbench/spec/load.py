@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from diagbench.errors import SpecError, UserError
+from diagbench.logs.servers import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
@@ -44,6 +45,7 @@ _SERVER_KEYS = (
     "fresh_caches",
     "max_log",
     "gpus",
+    "kind",
 )
 T = TypeVar("T")
 F = TypeVar("F")
@@ -68,6 +70,7 @@ class ServerSpec:
     fresh_caches: tuple[str, ...] = ()  # variables pointed at a new empty folder for each attempt
     max_log: int = DEFAULT_MAX_LOG  # bytes of server.log before only its head and last part are kept
     gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
+    kind: str | None = None  # which server this is (vllm, sglang, ...): its own ready lines decide
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class Spec:
                 "fresh_caches": list(s.fresh_caches),
                 "max_log": s.max_log,
                 "gpus": s.gpus,
+                "kind": s.kind,
             },
             "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
@@ -185,8 +189,9 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
     ready_ok = src.sink.clean_since(ready_mark)
     packs = get("signatures", _parse_pack_names, None) if "signatures" in keys else tuple(builtin_packs())
     signatures = None if packs is None else _assemble_signatures(src, keys, packs, base, ready_log)
+    kind = get("kind", _parse_kind, None)
     if signatures is not None and ready_ok and ready_log is None and ready_http is None:
-        _check_ready_condition(src, signatures)
+        _check_ready_condition(src, signatures, kind)
     server = ServerSpec(
         command=get("command", lambda c: _parse_command(c, shell), ()),
         shell=shell,
@@ -203,16 +208,18 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         fresh_caches=get("fresh_caches", _parse_fresh_caches, ()),
         max_log=get("max_log", _parse_size, DEFAULT_MAX_LOG),
         gpus=get("gpus", parse_gpus_per_attempt, None),
+        kind=kind,
     )
     src.sink.settle(mark)
     return server
 
 
-def _check_ready_condition(src: Src, signatures: list[Signature]) -> None:
-    if not any(s.kind is Kind.READY for s in signatures):
+def _check_ready_condition(src: Src, signatures: list[Signature], kind: str | None) -> None:
+    if not any(_decides_ready(s, kind) for s in signatures):
+        whose = f" of {kind}" if kind else ""
         src.sink.add(
             src.error(
-                "no ready condition: none of the chosen signature packs has a ready line",
+                f"no ready condition: none of the chosen signature packs has a ready line{whose}",
                 "set server.ready.log (a regex) or server.ready.http (a path such as /health)",
             )
         )
@@ -256,6 +263,21 @@ def _parse_fresh_caches(src: Src) -> tuple[str, ...]:
         names.append(item.string("a variable name"))
         check_env_name(item, names[-1])
     return tuple(names)
+
+
+def _decides_ready(sig: Signature, kind: str | None) -> bool:
+    """A ready line that can decide a live launch of this kind of server."""
+    if sig.kind is not Kind.READY or sig.weak:
+        return False
+    return kind is None or sig.server is None or sig.server in (kind, *READY_ALSO.get(kind, ()))
+
+
+def _parse_kind(src: Src) -> str:
+    """server.kind: a server diagbench knows (vllm, sglang, tgi, ...)."""
+    word = src.string("a server name")
+    if (name := known_server(word)) is None:
+        raise src.error(f'unknown server "{word}"', suggest(word, list(SERVERS)))
+    return name
 
 
 def _parse_size(src: Src) -> int:
