@@ -182,10 +182,11 @@ class Follow:
 
     def _ask_stop(self, outcome: Outcome, reason: str, state: JobState | None) -> None:
         self.stop = _Stop(outcome, reason, time.monotonic())
-        if state is not None and state.running and self.worker_seen:
+        started = self._progress() is not None  # looked at now: the last look may be half a second old
+        if started or (state is not None and state.running):
             commands.signal_worker([self.job_id])  # the worker tears down on its own grace, and records
         else:
-            commands.cancel([self.job_id])
+            commands.cancel([self.job_id])  # still queued: nothing runs yet
 
     def _pause(self) -> None:
         if self.cancel.is_set():
