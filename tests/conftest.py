@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,25 @@ FAKE = Path(__file__).parent / "fakeserver.py"
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+# marker -> (the variable that enables its tests, why they are skipped without it)
+OPT_IN = {
+    "gpu": ("DIAGBENCH_GPU_TESTS", "needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host"),
+    "vllm": (
+        "DIAGBENCH_VLLM_TESTS",
+        "launches a real vLLM: run scripts/vllm-cpu/prepare.sh, then set DIAGBENCH_VLLM_TESTS=1 (CI: .ci/vllm.sh)",
+    ),
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import os
 
-    if os.environ.get("DIAGBENCH_GPU_TESTS") != "1":
-        skip = pytest.mark.skip(reason="needs a GPU: set DIAGBENCH_GPU_TESTS=1 on a GPU host")
+    for marker, (variable, reason) in OPT_IN.items():
+        if os.environ.get(variable) == "1":
+            continue
         for item in items:
-            if item.get_closest_marker("gpu") is not None:  # not `in item.keywords`: a folder named gpu is one
-                item.add_marker(skip)
+            if item.get_closest_marker(marker) is not None:  # not `in item.keywords`: a folder named gpu is one
+                item.add_marker(pytest.mark.skip(reason=reason))
     # Slurm tests run wherever a Slurm answers; where it is required (.ci/slurm.sh sets
     # DIAGBENCH_SLURM_TESTS=1) they run and fail if it does not, never skip
     slurm_tests = [item for item in items if item.get_closest_marker("slurm") is not None]
@@ -34,6 +46,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="no Slurm here: .ci/slurm.sh up starts one (root, Debian)")
         for item in slurm_tests:
             item.add_marker(skip)
+
+
+def unique_id() -> str:
+    """A run id no concurrent test session shares (the default, the second + the spec's name,
+    can collide), so a test can find its own processes by it."""
+    return "t-" + uuid.uuid4().hex[:12]
 
 
 def slurm_is_up() -> bool:
@@ -107,8 +125,8 @@ class Runs:
         self.last = result
         return result
 
-    def one(self, server: dict[str, Any], **top: Any) -> AttemptRecord:
-        result = self.run(write_spec(self.folder, server, **top))
+    def one(self, server: dict[str, Any], run_id: str | None = None, **top: Any) -> AttemptRecord:
+        result = self.run(write_spec(self.folder, server, **top), run_id=run_id)
         assert len(result.records) == 1
         record = result.records[0]
         on_disk = json.loads((result.run_dir.cells / record.attempt / "result.json").read_text())

@@ -9,12 +9,17 @@ Each argument is one action, done in order:
   exit=N  signal=N     exit with a code / kill itself with a signal
   ignore-term          ignore SIGTERM from now on
   child                start a child in the same group that sleeps forever
+  worker               the same, but it writes "worker pid=N" first (so it is seen as a worker)
+  kill-workers=SIG     send SIG to the workers (never reaped: they stay zombies, as a busy parent's do)
   daemon=PIDFILE       double-fork a grandchild that calls setsid, ignores SIGTERM, sleeps
   progress=N           N tqdm-style "\\r" progress updates
   flood=MB             MB megabytes of log lines with binary junk every 1000 lines
   longline=MB          one line of MB megabytes
   junk                 a line of invalid UTF-8
   http=PATH            serve 200 on PATH at 127.0.0.1:$PORT from now on
+  post=STATUS:TEXT     answer any POST with STATUS from now on, writing TEXT (if any) on stderr
+                       first; after a 5xx answer exit 0, as vLLM's API server does when its
+                       engine died under a request
   replay=FILE          write FILE's bytes, 4 KB at a time
   journal=FILE         append {"event": "start", t, pid, gpus: $CUDA_VISIBLE_DEVICES} to FILE now,
                        and {"event": "end", ...} when it exits (SIGTERM included)
@@ -63,11 +68,34 @@ def daemon(pidfile: str) -> None:
     os.wait()
 
 
-def serve(path: str) -> None:
+WORKERS: list[int] = []
+ROUTES: dict[str, str] = {}  # "get": the path that answers 200; "post": "STATUS:TEXT"
+
+
+def serve(**routes: str) -> None:
+    """Start the HTTP server on the first call; later calls only change its answers."""
+    started = bool(ROUTES)
+    ROUTES.update(routes)
+    if started:
+        return
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self.send_response(200 if self.path == path else 404)
+            self.send_response(200 if self.path == ROUTES.get("get") else 404)
             self.end_headers()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            status, _, text = ROUTES.get("post", "404:").partition(":")
+            if text:
+                write(ERR, unescape(text) + b"\n")
+            body = b'{"error": {"message": "fake answer ' + status.encode() + b'"}}'
+            self.send_response(int(status))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            if int(status) >= 500:
+                threading.Timer(0.2, os._exit, (0,)).start()
 
         def log_message(self, *args: object) -> None:
             return
@@ -139,6 +167,16 @@ def main(actions: list[str]) -> None:
         elif name == "child":
             if os.fork() == 0:
                 sleep_forever()
+        elif name == "worker":
+            pid = os.fork()
+            if pid == 0:
+                write(OUT, f"worker pid={os.getpid()}\n".encode())
+                sleep_forever()
+            WORKERS.append(pid)
+            time.sleep(0.3)  # its line is out before the next action
+        elif name == "kill-workers":
+            for pid in WORKERS:
+                os.kill(pid, int(arg))
         elif name == "daemon":
             daemon(arg)
         elif name == "progress":
@@ -155,7 +193,9 @@ def main(actions: list[str]) -> None:
         elif name == "junk":
             write(OUT, b"\xff\xfe\xfd garbage \x80\x81 \xc3\x28\n")
         elif name == "http":
-            serve(arg)
+            serve(get=arg)
+        elif name == "post":
+            serve(post=arg)
         elif name == "journal":
             journal(arg)
         elif name == "await":

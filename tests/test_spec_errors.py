@@ -114,6 +114,36 @@ CASES = [
         'spec.yaml:4: server.ready.http: expected a URL path starting with / (or a full http:// URL), got "health" (write /health)',
     ),
     (
+        "name: x\nserver:\n  command: foo\n  ready: {request: {json: {prompt: hi}}}\n" + AXIS,
+        "spec.yaml:4: server.ready.request: missing key 'path' (e.g. request: {path: /v1/completions, json: {prompt: hi, max_tokens: 1}})",
+    ),
+    (
+        "name: x\nserver:\n  command: foo\n  ready:\n    request: {path: /v1/completions, methd: POST}\n" + AXIS,
+        "spec.yaml:5: server.ready.request.methd: unknown key 'methd' (did you mean 'method'?)",
+    ),
+    (
+        "name: x\nserver:\n  command: foo\n  ready:\n    request: {path: /x, method: DELETE}\n" + AXIS,
+        'spec.yaml:5: server.ready.request.method: expected GET, POST or PUT, got "DELETE"',
+    ),
+    (
+        "name: x\nserver:\n  command: foo\n  ready:\n    request: {path: /x, status: 42}\n" + AXIS,
+        'spec.yaml:5: server.ready.request.status: expected an HTTP status code from 100 to 599, got "42"',
+    ),
+    (
+        "name: x\nserver:\n  command: foo\n  ready:\n    request: {path: /x, json: '{prompt: hi}'}\n" + AXIS,
+        "spec.yaml:5: server.ready.request.json: not valid JSON: Expecting property name enclosed in double quotes "
+        "at character 1 (write it as a YAML mapping)",
+    ),
+    (
+        "name: x\nserver:\n  command: foo\n  ready:\n    request: {path: /x, json: {day: 2024-01-01}}\n" + AXIS,
+        "spec.yaml:5: server.ready.request.json: cannot be sent as JSON: Object of type date is not JSON serializable "
+        "(quote the value)",
+    ),
+    (
+        "name: x\nserver:\n  command: foo\n  ready: {}\n" + AXIS,
+        "spec.yaml:4: server.ready: expected log, http and/or request (e.g. ready: {log: 'fired up and ready'})",
+    ),
+    (
         "name: x\nserver: {command: foo}\nmatrix:\n  a: {flag: --x, values: [on, off]}\n"
         "hypotheses:\n  - {id: h, when: {a: on}, supported_if: ready, refuted_if: exploded}\n",
         "spec.yaml:6: hypotheses[0].refuted_if: unknown outcome 'exploded' "

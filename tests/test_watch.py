@@ -6,7 +6,7 @@ from pathlib import Path
 
 from diagbench.logs.scan import Scanner
 from diagbench.logs.signatures import builtin_packs, load_packs
-from diagbench.logs.watch import ReadyRule, Watch
+from diagbench.logs.watch import REQUEST_SETTLE_S, ReadyRule, Watch
 from diagbench.vocab import Outcome
 
 SCANNER = Scanner(load_packs(builtin_packs(), Path(".")))
@@ -232,3 +232,149 @@ def test_a_specific_failure_keeps_its_own_line():
     w = Watch(ReadyRule(), deadline=10)
     d = feed(w, "ValueError: unrelated\nException: Capture cuda graph failed: CUDA error: out of memory\n")
     assert (d.evidence.line_no, d.signature) == (2, "sglang.capture_failed")
+
+
+# -- the ready request -------------------------------------------------------------------
+
+VLLM_UP = (
+    "(APIServer pid=1) INFO 12-02 16:02:10 [launcher.py:186] Available routes are:\n"
+    "INFO:     Application startup complete.\n"
+)
+REQUEST = ReadyRule(request="POST /v1/completions")
+
+
+def test_the_ready_request_is_wanted_once_the_ready_line_holds_and_decides_ready():
+    w = Watch(REQUEST, deadline=100)
+    assert not w.wants_request
+    assert feed(w, VLLM_UP, now=1.0) is None  # the line alone is not ready
+    assert w.wants_request
+    d = w.request_answered(True, "POST /v1/completions -> 200", 2.0)
+    assert (d.outcome, d.at, d.evidence.line_no) == (Outcome.READY, 2.0, 2)
+    assert d.reason == "ready line and POST /v1/completions -> 200"
+    assert not w.wants_request
+
+
+def test_the_request_waits_for_the_health_probe_too():
+    w = Watch(ReadyRule(log=False, http=True, http_path="/health", request="POST /v1/completions"), deadline=100)
+    assert not w.wants_request
+    w.http_ready(1.0)
+    assert w.wants_request and w.decision is None
+    d = w.request_answered(True, "POST /v1/completions -> 200", 2.0)
+    assert (d.outcome, d.signature, d.reason) == (
+        Outcome.READY,
+        "http",
+        "GET /health -> 200 and POST /v1/completions -> 200",
+    )
+
+
+def test_a_failed_request_waits_for_the_servers_error_line_which_decides():
+    w = Watch(REQUEST, deadline=100)
+    feed(w, VLLM_UP, now=1.0)
+    assert w.request_answered(False, "POST /v1/completions -> 500: EngineCore encountered an issue.", 2.0) is None
+    assert w.wakeup() == 2.0 + REQUEST_SETTLE_S
+    d = feed(
+        w,
+        "(Worker pid=3) ERROR 12-02 16:02:11 [multiproc_executor.py:1063] WorkerProc hit an exception.\n"
+        "(Worker pid=3) ERROR 12-02 16:02:11 [multiproc_executor.py:1063] Traceback (most recent call last):\n"
+        "(Worker pid=3) ERROR 12-02 16:02:11 [multiproc_executor.py:1063] RuntimeError: Unsupported CPU attention configuration: head_dim=16 isa=2 kv_cache_idx=0\n",
+        now=2.5,
+        first=3,
+    )
+    assert d is None  # the settle window is still open
+    d = w.exited(0, 3.0)  # vLLM's API server shuts down and exits 0 after its engine died
+    assert (d.outcome, d.failure_class, d.signature, d.evidence.line_no) == (
+        Outcome.FAILED,
+        "other",
+        "generic.uncaught_exception",
+        5,
+    )
+    assert d.reason == (
+        "failure line (vllm.worker_exception); its error at line 5; "
+        "ready request: POST /v1/completions -> 500: EngineCore encountered an issue."
+    )
+
+
+def test_a_failed_request_with_no_error_line_is_failed_with_the_answer_as_evidence():
+    w = Watch(REQUEST, deadline=100)
+    feed(w, VLLM_UP, now=1.0)
+    w.request_answered(False, "POST /v1/completions -> 404: The model `x` does not exist.", 2.0)
+    d = w.tick(2.0 + REQUEST_SETTLE_S)
+    assert (d.outcome, d.failure_class, d.signature) == (Outcome.FAILED, "other", "ready.request")
+    assert (d.evidence.line_no, d.evidence.text) == (0, "POST /v1/completions -> 404: The model `x` does not exist.")
+
+
+def test_a_request_with_no_answer_by_the_deadline_is_a_timeout_that_says_so():
+    w = Watch(REQUEST, deadline=100, timeout_s=100)
+    feed(w, VLLM_UP, now=1.0)
+    d = w.tick(100.0)
+    assert d.outcome is Outcome.TIMEOUT
+    assert d.reason == "not ready within 100s; last phase: serving; no answer yet to POST /v1/completions"
+
+
+def test_a_cause_below_line_takes_the_first_error_after_it_not_the_last():
+    w = Watch(ReadyRule(), deadline=10)
+    d = feed(
+        w,
+        "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] EngineCore failed to start.\n"
+        "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] Traceback (most recent call last):\n"
+        "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] KeyError: 'rope_theta'\n"
+        "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] The above exception was the direct cause of the following exception:\n"
+        "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] RuntimeError: could not build the model\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+    )
+    assert (d.signature, d.evidence.text) == (
+        "generic.uncaught_exception",
+        "(EngineCore pid=2) ERROR 12-02 16:05:12 [core.py:1510] KeyError: 'rope_theta'",
+    )
+
+
+def test_what_a_sigterm_makes_vllm_print_is_no_failure_even_offline():
+    # diagbench's SIGTERM reaches every process at once: vLLM's worker monitor may report the
+    # worker's -15 before it notices the shutdown; with its EngineDeadError (weak) that is all
+    w = Watch(ReadyRule(), deadline=None)
+    feed(
+        w,
+        VLLM_UP + "(EngineCore pid=2) ERROR 12-02 16:08:57 [multiproc_executor.py:315] Worker proc VllmWorker-0 "
+        "died unexpectedly (exit code: -15), shutting down executor.\n"
+        "(APIServer pid=1) ERROR 12-02 16:08:57 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.\n",
+    )
+    d = w.end_of_log(0.0)
+    assert (d.outcome, d.evidence.line_no) == (Outcome.READY, 2)
+
+
+# -- deaths inside the tree ----------------------------------------------------------------
+
+
+def test_a_worker_killed_opens_a_window_that_a_generic_report_of_it_does_not_take_over():
+    w = Watch(ReadyRule(), deadline=100, settle_s=0.5)
+    feed(w, "(EngineCore pid=2) INFO 12-02 16:28:56 [core.py:133] Initializing a V1 LLM engine\n", now=1.0)
+    assert w.member_died("VLLM::EngineCor (pid 2) was killed by SIGKILL", 9, 2.0) is None
+    d = feed(
+        w,
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+        now=2.1,
+        first=2,
+    )
+    assert (d.outcome, d.failure_class, d.signature) == (Outcome.FAILED, "killed", "tree.killed")
+    assert (d.evidence.line_no, d.evidence.text) == (0, "VLLM::EngineCor (pid 2) was killed by SIGKILL")
+    assert d.reason == "a process of its tree died (tree.killed)"
+
+
+def test_a_root_cause_line_in_the_window_outranks_the_death_which_stays_secondary():
+    w = Watch(ReadyRule(), deadline=100, settle_s=0.5)
+    w.member_died("VLLM::Worker (pid 3) was killed by SIGKILL", 9, 1.0)
+    feed(w, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`\n", now=1.1)
+    d = w.tick(1.5)
+    assert (d.failure_class, d.secondary_classes, d.signature) == ("oom", ("killed",), "vllm.kv_cache_oom")
+
+
+def test_deaths_by_an_orderly_signal_after_a_failure_or_after_the_decision_change_nothing():
+    w = Watch(ReadyRule(), deadline=100)
+    assert w.member_died("VLLM::Worker (pid 3) was killed by SIGTERM", 15, 1.0) is None
+    assert w.wakeup() == 100  # no window opened
+    feed(w, "Fatal Python error: Aborted\n", now=2.0)
+    w.member_died("VLLM::Worker (pid 4) was killed by SIGKILL", 9, 2.01)  # the server's own cleanup
+    d = w.tick(2.2)
+    assert (d.failure_class, d.signature, d.secondary_classes) == ("other", "generic.aborted", ())
+    assert w.member_died("x (pid 5) was killed by SIGSEGV", 11, 3.0) is d

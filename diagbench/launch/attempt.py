@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import selectors
 import shutil
 import tempfile
@@ -17,9 +16,10 @@ from typing import Any
 
 from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.command import build_command, build_env, probe_url
+from diagbench.launch.deaths import Death, Descendants
 from diagbench.launch.logfile import CappedLog, LogStats
 from diagbench.launch.ports import lease_port, port_holder
-from diagbench.launch.probes import HttpProbe
+from diagbench.launch.probes import Readiness
 from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
 from diagbench.launch.tags import Owner, Tag, caches_prefix
 from diagbench.logs.lines import LineSplitter
@@ -173,6 +173,7 @@ def _ready_rule(server: ServerSpec) -> ReadyRule:
         log=server.ready_log is not None or server.ready_http is None,
         http=server.ready_http is not None,
         http_path=server.ready_http or "",
+        request=server.ready_request.label if server.ready_request else "",
     )
 
 
@@ -184,6 +185,8 @@ def _compile_caches(server: ServerSpec, owner: Owner) -> Iterator[Path | None]:
         yield None
         return
     folder = Path(tempfile.mkdtemp(prefix=caches_prefix(owner)))
+    for var in server.fresh_caches:  # made now: TMPDIR must exist, or Python falls back to /tmp
+        (folder / var.lower()).mkdir()
     try:
         yield folder
     finally:
@@ -201,23 +204,21 @@ def _supervise(
     hurry: threading.Event | None,
 ) -> tuple[Decision, Teardown]:
     """Watch the server until decided, then stop its whole tree, whatever happened."""
-    probe_r, probe_w = os.pipe()
-    probe = HttpProbe(probe_url(server.ready_http, port), probe_w) if server.ready_http else None
+    request = server.ready_request
+    readiness = Readiness(
+        probe_url(server.ready_http, port) if server.ready_http else None,
+        request,
+        probe_url(request.path, port) if request else None,
+    )
     try:
-        if probe:
-            probe.start()
-        decision = _watch(proc, reader, reader.watch, probe_r, cancel_fd, planned, on_phase)
+        readiness.start()
+        decision = _watch(proc, reader, reader.watch, readiness, cancel_fd, planned, on_phase)
         reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
     finally:
-        if probe:
-            probe.stop()
         teardown = stop_tree(proc, server.grace, hurry)
         _drain(reader)
         proc.close()
-        if probe:  # it may be inside a GET; it must not write to the pipe once closed
-            probe.join(PROBE_JOIN_S)
-        for fd in (probe_r, probe_w):
-            os.close(fd)
+        readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
     return decision, teardown
 
 
@@ -260,46 +261,76 @@ def _watch(
     proc: ServerProcess,
     reader: _Reader,
     watch: Watch,
-    probe_fd: int,
+    readiness: Readiness,
     cancel_fd: int,
     planned: PlannedAttempt,
     on_phase: PhaseCallback,
 ) -> Decision:
-    """Wait on the pipe, the exit descriptor, the probe and the cancel pipe; never sleep-poll."""
+    """Wait on the pipe, the exit descriptor, the probes, the cancel pipe and the workers'
+    pidfds; never sleep-poll."""
+    descendants = Descendants(proc.pid)
     sel = selectors.DefaultSelector()
     sel.register(proc.pipe, selectors.EVENT_READ, "out")
-    sel.register(probe_fd, selectors.EVENT_READ, "http")
+    sel.register(readiness.fileno(), selectors.EVENT_READ, "http")
     sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
     if proc.exit_fd is not None:
         sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
     phase = watch.phase
-    with sel:
+    with sel, contextlib.closing(descendants):
         while watch.decision is None:
             wake = watch.wakeup()
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
             if proc.exit_fd is None:  # no pidfd on this platform: look at the exit now and then
                 timeout = 0.05 if timeout is None else min(timeout, 0.05)
-            for key, _ in sel.select(timeout):
+            events = sel.select(timeout)
+            deaths = _read_deaths(sel, descendants, events)  # first: readable only until the parent reaps
+            for key, _ in events:
                 if key.data == "out":
                     reader.pump()
                     if reader.eof:
                         sel.unregister(proc.pipe)
+                    for fd in descendants.refresh():  # it writes, so it may have started workers
+                        sel.register(fd, selectors.EVENT_READ, "death")
                 elif key.data == "http":
-                    os.read(probe_fd, 16)
-                    watch.http_ready(time.monotonic())
+                    _http_news(watch, readiness)
                 elif key.data == "cancel":
                     watch.stop(Outcome.CANCELLED, "interrupted", time.monotonic())
                 elif key.data == "exit":
                     sel.unregister(proc.exit_fd)  # type: ignore[arg-type]  # registered above
+            for death in deaths:  # after the lines already in the pipe: those were written before it
+                watch.member_died(death.words, death.signal, time.monotonic())
             if watch.decision is None and (code := proc.exit_code()) is not None:
                 reader.pump(reads=EXIT_DRAIN_READS)  # what it wrote before dying is already in the pipe
                 watch.exited(code, time.monotonic())
             watch.tick(time.monotonic())
+            if watch.wants_request:
+                readiness.send_request()
             if watch.phase != phase:
                 phase = watch.phase
                 on_phase(planned, phase or "")
     assert watch.decision is not None
     return watch.decision
+
+
+def _read_deaths(
+    sel: selectors.BaseSelector, descendants: Descendants, events: list[tuple[selectors.SelectorKey, int]]
+) -> list[Death]:
+    """The wait statuses of the workers whose pidfds fired (each pidfd is done after this)."""
+    deaths = []
+    for key, _ in events:
+        if key.data == "death":
+            sel.unregister(key.fd)
+            if death := descendants.ended(key.fd):
+                deaths.append(death)
+    return deaths
+
+
+def _http_news(watch: Watch, readiness: Readiness) -> None:
+    health_ok, answers = readiness.news()
+    if health_ok:
+        watch.http_ready(time.monotonic())
+    for answer in answers:
+        watch.request_answered(answer.ok, answer.detail, time.monotonic())
 
 
 def _drain(reader: _Reader) -> None:

@@ -235,7 +235,8 @@ def _members(server: ServerProcess) -> list[psutil.Process]:
         if main.status() != psutil.STATUS_ZOMBIE:
             found[main.pid] = main
         for child in main.children(recursive=True):
-            found[child.pid] = child
+            if _running(child):  # a zombie runs and holds nothing; it waits for a parent we stop anyway
+                found[child.pid] = child
     marker = _tag_marker(server.launch.tag.value) + b"\0"
     me = os.getpid()
     for proc in psutil.process_iter():

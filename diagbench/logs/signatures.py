@@ -50,11 +50,20 @@ _SIGNATURE_KEYS = (
     "priority",
     "settles",
     "weak",
+    "cause",
     "requires",
     "needs_server",
     "phase",
     "source",
 )
+
+
+class Cause(str, Enum):
+    """Where a generic (class `other`) failure line's own error is printed."""
+
+    ABOVE = "above"  # a wrapper after its traceback ("See root cause above"): the last error before it
+    BELOW = "below"  # `logger.exception("...")` prints the traceback after: the first error after it
+    HERE = "here"  # the line is the error itself (pydantic's `Value error, ...`)
 
 
 class Kind(str, Enum):
@@ -75,6 +84,7 @@ class Signature:
     priority: int = DEFAULT_PRIORITY  # failures: which one names the launch; markers: how sure a detection is
     settles: bool = False  # this line ends the failure story: decide without waiting
     weak: bool = False  # decides nothing live; names the outcome only if the log ends undecided
+    cause: Cause = Cause.ABOVE  # for class `other`: where the error that explains this line is
     requires: tuple[str, ...] = ()  # ready only once one of these other signatures has matched
     phase: str | None = None  # phase name, may use the pattern's named groups: "capture bs={bs}"
     pack: str = ""
@@ -196,6 +206,7 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
         priority=keys["priority"].integer() if "priority" in keys else DEFAULT_PRIORITY,
         settles=keys["settles"].boolean() if "settles" in keys else False,
         weak=keys["weak"].boolean() if "weak" in keys else False,
+        cause=_cause(keys["cause"]) if "cause" in keys else Cause.ABOVE,
         requires=tuple(r.string() for r in keys["requires"].items_or_one()) if "requires" in keys else (),
         phase=keys["phase"].string() if "phase" in keys else (None if kind is not Kind.PHASE else "running"),
         pack=pack,
@@ -203,6 +214,14 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
         server=server,
         needs_server=needs_server,
     )
+
+
+def _cause(src: Src) -> Cause:
+    word = src.string("above, below or here")
+    try:
+        return Cause(word)
+    except ValueError:
+        raise src.expected("above, below or here") from None
 
 
 def failure_class_of(src: Src) -> str:

@@ -19,9 +19,10 @@ import signal as signals
 from collections import deque
 from dataclasses import dataclass, field
 
+from diagbench.logs.events import death_hit, is_event
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
-from diagbench.logs.signatures import PREFIX, Kind
+from diagbench.logs.signatures import PREFIX, Cause, Kind
 from diagbench.vocab import Evidence, Outcome
 
 
@@ -35,11 +36,15 @@ def _echoed_source() -> re.Pattern[bytes]:
 SETTLE_S = 0.1
 SETTLE_LINES = 200
 ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a generic failure
+# A failed ready request waits this long for the server's own error line (vLLM's dying engine
+# prints its traceback around the time the API server answers 500, and then shuts down).
+REQUEST_SETTLE_S = 5.0
 EVIDENCE_CHARS = 500
 
 
 def _evidence(hit: Hit) -> Evidence:
-    return Evidence(hit.line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
+    line_no = 0 if is_event(hit) else hit.line_no  # line 0: an event, not a log line
+    return Evidence(line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class ReadyRule:
     log: bool = True
     http: bool = False
     http_path: str = ""
+    request: str = ""  # the ready request ("POST /v1/completions") that must succeed last; "" for none
 
 
 @dataclass
@@ -94,6 +100,7 @@ class Watch:
         self._seen: set[str] = set()
         self._ready_hit: Hit | None = None
         self._http_ok = False
+        self._answer: tuple[bool, str] | None = None  # the ready request's (ok, detail)
         self._window: _Window | None = None
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
@@ -120,6 +127,31 @@ class Watch:
             return self.decision
         self._http_ok = True
         return self._maybe_ready(now)
+
+    @property
+    def wants_request(self) -> bool:
+        """Everything else holds: the ready request is what ready waits for now."""
+        return bool(self.rule.request) and self.decision is None and self._answer is None and self._others_hold()
+
+    def request_answered(self, ok: bool, detail: str, now: float) -> Decision | None:
+        """The ready request came back (`ok`: with the expected status)."""
+        if self.decision:
+            return self.decision
+        self._answer = (ok, detail)
+        if ok:
+            return self._maybe_ready(now)
+        if self._window is None:  # the server's own error line may still be on its way: let it decide
+            self._window = _Window(now + max(self.settle_s, REQUEST_SETTLE_S), self.lines + self.settle_lines)
+        return None
+
+    def member_died(self, words: str, sig: int, now: float) -> Decision | None:
+        """A process of the server's tree, not the main one, was ended by signal `sig`
+        (`words` name it). Once a failure is being decided, deaths are its fallout: ignored."""
+        hit = death_hit(words, sig, self.lines)
+        if self.decision or hit is None or self._window is not None:
+            return self.decision
+        self._window = _Window(now + self.settle_s, self.lines + self.settle_lines, [hit])
+        return None
 
     def exited(self, code: int | None, now: float) -> Decision:
         """The server's main process ended (its output already fed)."""
@@ -153,6 +185,7 @@ class Watch:
                 return self._decide_failure(now)
             waited = f" within {self.timeout_s:g}s" if self.timeout_s else ""
             where = f"; last phase: {self.phase}" if self.phase else ""
+            where += f"; no answer yet to {self.rule.request}" if self.wants_request else ""
             return self._set(Decision(Outcome.TIMEOUT, f"not ready{waited}{where}", now))
         return None
 
@@ -229,32 +262,41 @@ class Watch:
         else:
             self._ready_hit = hit
 
-    def _maybe_ready(self, now: float) -> Decision | None:
-        if self._window:
-            return None
+    def _others_hold(self) -> bool:
+        """The ready line and the health probe, whichever the rule asks for, hold."""
         log_ok = self._ready_hit is not None or not self.rule.log
         http_ok = self._http_ok or not self.rule.http
-        if not (log_ok and http_ok):
+        return self._window is None and log_ok and http_ok
+
+    def _maybe_ready(self, now: float) -> Decision | None:
+        if not self._others_hold() or (self.rule.request and not (self._answer and self._answer[0])):
             return None
+        said = [f"GET {self.rule.http_path} -> 200"] if self.rule.http else []
+        said += [self._answer[1]] if self._answer else []
         hit = self._ready_hit
         if hit is not None:
-            reason = "ready line" + (f" and GET {self.rule.http_path} -> 200" if self.rule.http else "")
+            reason = " and ".join(["ready line", *said])
             return self._set(Decision(Outcome.READY, reason, now, signature=hit.signature.id, evidence=_evidence(hit)))
-        return self._set(Decision(Outcome.READY, f"GET {self.rule.http_path} -> 200", now, signature="http"))
+        return self._set(Decision(Outcome.READY, " and ".join(said), now, signature="http"))
 
     def _decide_failure(self, now: float) -> Decision:
         assert self._window is not None
         hits = self._window.hits
+        if not hits:
+            return self._request_failed(now)
         best = max(hits, key=lambda h: (h.signature.priority, -h.line_no))
         secondary: list[str] = []
         for hit in hits:
             cls = hit.signature.failure_class
             if cls not in (None, "other", best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
-        shown, reason = best, f"failure line ({best.signature.id})"
+        said = "a process of its tree died" if is_event(best) else "failure line"
+        shown, reason = best, f"{said} ({best.signature.id})"
         root = self._root_cause_near(best)
         if root is not None:  # "Engine core initialization failed. See root cause above."
             shown, reason = root, f"failure line ({best.signature.id}); its error at line {root.line_no}"
+        if self._answer is not None and not self._answer[0]:
+            reason += f"; ready request: {self._answer[1]}"
         return self._set(
             Decision(
                 Outcome.FAILED,
@@ -267,17 +309,38 @@ class Watch:
             )
         )
 
+    def _request_failed(self, now: float) -> Decision:
+        """Only the ready request failed: the server's last error, if it printed one, says why."""
+        assert self._answer is not None
+        detail = self._answer[1]
+        near = [h for h in self._recent_weak if self.lines - h.line_no <= ROOT_CAUSE_LINES]
+        root = near[-1] if near else None
+        return self._set(
+            Decision(
+                Outcome.FAILED,
+                f"ready request failed: {detail}" + (f"; its error at line {root.line_no}" if root else ""),
+                now,
+                failure_class="other",
+                signature=root.signature.id if root else "ready.request",
+                # line 0: no log line decided, the request's answer did
+                evidence=_evidence(root) if root else Evidence(0, detail[:EVIDENCE_CHARS]),
+            )
+        )
+
     def _root_cause_near(self, best: Hit) -> Hit | None:
         """For a generic failure (class `other`: SIGQUIT, "EngineCore failed to start"), the
-        traceback's last line close to it says more: `ValueError: max_model_len ...`."""
-        if best.signature.failure_class != "other" or self._window is None:
+        traceback's last line close to it says more: `ValueError: max_model_len ...`. A line
+        printed before its traceback (`cause: below`, vLLM's `logger.exception` lines) takes
+        the first error after it: later ones are other processes reporting the same death."""
+        cause = best.signature.cause
+        if best.signature.failure_class != "other" or cause is Cause.HERE or self._window is None:
             return None
         strong_lines = {h.line_no for h in self._window.hits}
-        near = [
-            h
-            for h in self._recent_weak
-            if h.line_no not in strong_lines and abs(h.line_no - best.line_no) <= ROOT_CAUSE_LINES
-        ]
+        weak = [h for h in self._recent_weak if h.line_no not in strong_lines]
+        if cause is Cause.BELOW:
+            below = [h for h in weak if h.line_no > best.line_no]
+            return below[0] if below else None
+        near = [h for h in weak if abs(h.line_no - best.line_no) <= ROOT_CAUSE_LINES]
         return near[-1] if near else None
 
     def _set(self, decision: Decision) -> Decision:

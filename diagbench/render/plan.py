@@ -25,10 +25,12 @@ def render_plan(
     ready = " and ".join(
         x for x in (s.ready_log and f"log /{s.ready_log}/", s.ready_http and f"GET {s.ready_http} -> 200") if x
     )
+    ready = ready or "a ready line of the packs " + ", ".join(s.packs)
+    if s.ready_request:
+        ready += f", then {s.ready_request.label} -> {s.ready_request.status}"
     lines = [
         f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
-        f"ready when: {ready or 'a ready line of the packs ' + ', '.join(s.packs)}; timeout {s.timeout:g}s, "
-        f"grace {s.grace:g}s",
+        f"ready when: {ready}; timeout {s.timeout:g}s, grace {s.grace:g}s",
         "compile caches: "
         + (
             "fresh for each attempt (" + ", ".join(s.fresh_caches) + ")"

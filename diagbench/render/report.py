@@ -35,8 +35,13 @@ _STAMP = re.compile(r"^(L\d+: )\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own 
 
 def deciding_line(record: AttemptRecord) -> str:
     if record.evidence:
-        return f"L{record.evidence.line_no}: {_clip(record.evidence.text)}"
+        return f"{_at(record.evidence.line_no)}{_clip(record.evidence.text)}"
     return record.reason
+
+
+def _at(line_no: int) -> str:
+    """`L12: ` before a log line; nothing before an event (line 0: a ready request's answer, a worker's death)."""
+    return f"L{line_no}: " if line_no else ""
 
 
 def _clip(text: str, size: int = LINE_CHARS) -> str:
@@ -47,7 +52,7 @@ def _verdict_line(v: Verdict) -> str:
     evidence = v.evidence
     if evidence is None:
         return v.reason
-    line = f"{evidence.cell_id} L{evidence.line_no}: {_clip(evidence.text, 90)}"
+    line = f"{evidence.cell_id} {_at(evidence.line_no)}{_clip(evidence.text, 90)}"
     return f"{line} (flaky: {v.flaky})" if v.flaky else line
 
 

@@ -20,6 +20,7 @@ from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
+from diagbench.spec.ready import Ready, ReadyRequest, parse_ready
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
@@ -71,6 +72,7 @@ class ServerSpec:
     max_log: int = DEFAULT_MAX_LOG  # bytes of server.log before only its head and last part are kept
     gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
     kind: str | None = None  # which server this is (vllm, sglang, ...): its own ready lines decide
+    ready_request: ReadyRequest | None = None  # must succeed before ready (a one-token completion)
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,11 @@ class Spec:
                 "env": dict(s.env),
                 "cwd": str(s.cwd),
                 "port": s.port if s.port is not None else "auto",
-                "ready": {"log": s.ready_log, "http": s.ready_http},
+                "ready": {
+                    "log": s.ready_log,
+                    "http": s.ready_http,
+                    "request": s.ready_request.to_json() if s.ready_request else None,
+                },
                 "signatures": list(s.packs),
                 "timeout_s": s.timeout,
                 "grace_s": s.grace,
@@ -185,12 +191,12 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
     src.missing(keys, "command", "e.g. command: python3 -m sglang.launch_server --port {port}")
     shell = get("shell", Src.boolean, False)
     ready_mark = src.sink.mark()
-    ready_log, ready_http = get("ready", _parse_ready, (None, None))
+    ready = get("ready", parse_ready, Ready())
     ready_ok = src.sink.clean_since(ready_mark)
     packs = get("signatures", _parse_pack_names, None) if "signatures" in keys else tuple(builtin_packs())
-    signatures = None if packs is None else _assemble_signatures(src, keys, packs, base, ready_log)
+    signatures = None if packs is None else _assemble_signatures(src, keys, packs, base, ready.log)
     kind = get("kind", _parse_kind, None)
-    if signatures is not None and ready_ok and ready_log is None and ready_http is None:
+    if signatures is not None and ready_ok and ready.log is None and ready.http is None:
         _check_ready_condition(src, signatures, kind)
     server = ServerSpec(
         command=get("command", lambda c: _parse_command(c, shell), ()),
@@ -198,8 +204,8 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         env=get("env", _parse_env, {}),
         cwd=get("cwd", lambda c: base / c.string(), base),
         port=get("port", _parse_port, None),
-        ready_log=ready_log,
-        ready_http=ready_http,
+        ready_log=ready.log,
+        ready_http=ready.http,
         packs=packs or (),
         signatures=tuple(signatures or ()),
         timeout=get("timeout", Src.duration, DEFAULT_TIMEOUT_S),
@@ -209,6 +215,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         max_log=get("max_log", _parse_size, DEFAULT_MAX_LOG),
         gpus=get("gpus", parse_gpus_per_attempt, None),
         kind=kind,
+        ready_request=ready.request,
     )
     src.sink.settle(mark)
     return server
@@ -296,19 +303,6 @@ def _parse_port(src: Src) -> int | None:
     if not 1 <= port <= 65535:
         raise src.expected("auto or a port number from 1 to 65535")
     return port
-
-
-def _parse_ready(src: Src) -> tuple[str | None, str | None]:
-    keys = src.mapping(("log", "http"), what="a mapping with log and/or http")
-    if not keys:
-        raise src.error("expected log and/or http", "e.g. ready: {log: 'fired up and ready'}")
-    log = keys["log"].regex() if "log" in keys else None
-    http = keys["http"].string("a URL path") if "http" in keys else None
-    if http is not None and not http.startswith(("/", "http://", "https://")):
-        raise keys["http"].expected("a URL path starting with / (or a full http:// URL)", f"write /{http}")
-    if http is not None:
-        check_placeholders(keys["http"], http, ENV_PLACEHOLDERS)
-    return log, http
 
 
 def _parse_pack_names(src: Src) -> tuple[str, ...]:

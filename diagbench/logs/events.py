@@ -1,0 +1,46 @@
+"""Failures that are events, not log lines: a process of the server's tree ended by a signal.
+
+diagbench sees such a death itself (launch/deaths.py reads the wait status of a worker that a
+signal ended); it enters the watch as a hit of a built-in signature, so it is ranked against
+the log's own failure lines by the usual rules. Its evidence is line 0: no log line said it.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from diagbench.logs.scan import Hit
+from diagbench.logs.signatures import Kind, Signature
+
+EVENT_PACK = "diagbench"
+# Orderly stops (SIGTERM, SIGINT, SIGHUP) are no failure: a server's own cleanup sends them.
+DEATH_CLASSES: dict[int, str] = {
+    signal.SIGKILL: "killed",  # the OOM killer, or someone's kill -9
+    signal.SIGSEGV: "segfault",
+    signal.SIGBUS: "segfault",
+    signal.SIGABRT: "other",
+    signal.SIGFPE: "other",
+    signal.SIGILL: "other",
+}
+DEATH_PRIORITY = 60  # above the generic lines that report it ("Failed core proc(s): {}"), below root causes
+_DEATHS = {
+    cls: Signature(f"tree.{cls}", Kind.FAILURE, ".*", cls, DEATH_PRIORITY, pack=EVENT_PACK, source="launch/deaths.py")
+    for cls in set(DEATH_CLASSES.values())
+}
+
+
+def death_hit(words: str, sig: int, line_no: int) -> Hit | None:
+    """The hit for a death by `sig` (`words` name the process), after log line `line_no`;
+    None for a signal that is no failure."""
+    cls = DEATH_CLASSES.get(sig)
+    if cls is None:
+        return None
+    text = words.encode()
+    signature = _DEATHS[cls]
+    found = signature.compiled.match(text)
+    assert found is not None  # ".*" matches any text
+    return Hit(signature, line_no, text, found)
+
+
+def is_event(hit: Hit) -> bool:
+    return hit.signature.pack == EVENT_PACK

@@ -1,0 +1,100 @@
+"""The spec's `server.ready`: a ready line, an HTTP 200, and a real request that must succeed.
+
+`ready.request` is readiness by a real generation, as SGLang's `/health_generate` and its
+warm-up request are: a server can answer `GET /health` and still fail its first request
+(vLLM on the CPU with an unsupported head size does exactly that).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from diagbench.spec.checks import ENV_PLACEHOLDERS, check_placeholders
+from diagbench.yamlsrc import Src
+
+DEFAULT_REQUEST_TIMEOUT_S = 60.0  # one generation on a cold server; a CPU takes seconds
+_METHODS = ("GET", "POST", "PUT")
+_REQUEST_KEYS = ("method", "path", "json", "status", "timeout")
+
+
+@dataclass(frozen=True)
+class ReadyRequest:
+    """A request that must get `status` back before the server counts as ready."""
+
+    method: str
+    path: str  # a path on 127.0.0.1:{port}, or a full URL
+    body: Any = None  # sent as JSON when not None
+    status: int = 200
+    timeout: float = DEFAULT_REQUEST_TIMEOUT_S
+
+    @property
+    def label(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def to_json(self) -> dict[str, Any]:
+        fields = {"method": self.method, "path": self.path, "json": self.body, "status": self.status}
+        return {**fields, "timeout_s": self.timeout}
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What `ready:` asks for; all None means the packs' ready lines decide."""
+
+    log: str | None = None
+    http: str | None = None
+    request: ReadyRequest | None = None
+
+
+def parse_ready(src: Src) -> Ready:
+    keys = src.mapping(("log", "http", "request"), what="a mapping with log, http and/or request")
+    if not keys:
+        raise src.error("expected log, http and/or request", "e.g. ready: {log: 'fired up and ready'}")
+    log = keys["log"].regex() if "log" in keys else None
+    http = _url_path(keys["http"]) if "http" in keys else None
+    request = _parse_request(keys["request"]) if "request" in keys else None
+    return Ready(log, http, request)
+
+
+def _url_path(src: Src) -> str:
+    path = src.string("a URL path")
+    if not path.startswith(("/", "http://", "https://")):
+        raise src.expected("a URL path starting with / (or a full http:// URL)", f"write /{path}")
+    check_placeholders(src, path, ENV_PLACEHOLDERS)  # a full URL may name {port}
+    return path
+
+
+def _parse_request(src: Src) -> ReadyRequest:
+    example = "e.g. request: {path: /v1/completions, json: {prompt: hi, max_tokens: 1}}"
+    keys = src.mapping(_REQUEST_KEYS, what="a mapping with path, and method, json, status, timeout")
+    if "path" not in keys:
+        raise src.error("missing key 'path'", example)
+    body = _json_body(keys["json"]) if "json" in keys else None
+    default_method = "GET" if body is None else "POST"
+    method = keys["method"].string("an HTTP method").upper() if "method" in keys else default_method
+    if method not in _METHODS:
+        raise keys["method"].expected("GET, POST or PUT")
+    status = keys["status"].integer("an HTTP status code") if "status" in keys else 200
+    if not 100 <= status <= 599:
+        raise keys["status"].expected("an HTTP status code from 100 to 599")
+    timeout = keys["timeout"].duration() if "timeout" in keys else DEFAULT_REQUEST_TIMEOUT_S
+    return ReadyRequest(method, _url_path(keys["path"]), body, status, timeout)
+
+
+def _json_body(src: Src) -> Any:
+    """A YAML mapping or list (written as JSON), or a string of JSON text."""
+    if src.is_mapping() or src.is_list():
+        body = yaml.constructor.SafeConstructor().construct_document(src.node)
+        try:
+            json.dumps(body)
+        except (TypeError, ValueError) as exc:  # YAML dates and the like have no JSON form
+            raise src.error(f"cannot be sent as JSON: {exc}", "quote the value") from None
+        return body
+    text = src.string("a mapping, a list, or a string of JSON")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise src.error(f"not valid JSON: {exc.msg} at character {exc.pos}", "write it as a YAML mapping") from None
