@@ -39,12 +39,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker(marker) is not None:  # not `in item.keywords`: a folder named gpu is one
                 item.add_marker(pytest.mark.skip(reason=reason))
+    # Slurm tests run wherever a Slurm answers; where it is required (.ci/slurm.sh sets
+    # DIAGBENCH_SLURM_TESTS=1) they run and fail if it does not, never skip
+    slurm_tests = [item for item in items if item.get_closest_marker("slurm") is not None]
+    if slurm_tests and os.environ.get("DIAGBENCH_SLURM_TESTS") != "1" and not slurm_is_up():
+        skip = pytest.mark.skip(reason="no Slurm here: .ci/slurm.sh up starts one (root, Debian)")
+        for item in slurm_tests:
+            item.add_marker(skip)
 
 
 def unique_id() -> str:
     """A run id no concurrent test session shares (the default, the second + the spec's name,
     can collide), so a test can find its own processes by it."""
     return "t-" + uuid.uuid4().hex[:12]
+
+
+def slurm_is_up() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("squeue") is None:
+        return False
+    try:
+        return subprocess.run(["squeue", "-h", "--me"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def fake_command(*actions: str) -> list[str]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out
+from diagbench.cli.app import Executor, app, err, guarded, out
 from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.cli.conventions import EXIT_CODES, complete_only
 from diagbench.errors import UserError
@@ -35,7 +35,10 @@ def run(
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell")] = 1,
     parallel: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="cells launched at once (default: one per GPU slot, else 1)")
+        int | None,
+        typer.Option(
+            min=1, metavar="N", help="cells launched at once (default: one per GPU slot, else 1; on Slurm, all)"
+        ),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(metavar="FILE", help="also write a JUnit XML report here")] = None,
@@ -51,13 +54,27 @@ def run(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="skip every attempt after the first violated expect")
     ] = False,
+    executor: Annotated[
+        Executor | None, typer.Option(metavar="local|slurm", help="where attempts run (default: the spec's; local)")
+    ] = None,
+    slurm_partition: Annotated[
+        str | None, typer.Option(metavar="P", help="sbatch --partition for every attempt")
+    ] = None,
+    slurm_arg: Annotated[
+        list[str] | None, typer.Option(metavar="ARG", help="one more sbatch option (--slurm-arg=--qos=high)")
+    ] = None,
+    slurm_time: Annotated[
+        str | None, typer.Option(metavar="D", help="walltime per job (default: timeout + grace + 2m)")
+    ] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.execute.choice import requested
     from diagbench.execute.pipeline import RunOptions, execute
     from diagbench.execute.slots import resolve_slots
     from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
+    from diagbench.spec.executor import ExecutorKind, command_line_executor
     from diagbench.spec.gpus import gpu_request_option
 
     loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
@@ -67,11 +84,25 @@ def run(
         guarded(lambda: check_writable(junit, "--junit"))
     guarded(lambda: check_launchable(loaded_spec, only or [], resume is not None))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
-    slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
-    for note in slots.notes:
-        err.print(f"diagbench: note: {note}", markup=False)
+    kind = executor.value if executor else None
+    where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
+    slots = None  # on Slurm the cluster hands out GPUs, not this host
+    if guarded(lambda: requested(loaded_spec, where, resume)).resolved_kind is ExecutorKind.LOCAL:
+        slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
+        for note in slots.notes:
+            err.print(f"diagbench: note: {note}", markup=False)
     options = RunOptions(
-        runs_dir, run_id, tuple(only or ()), repeat, parallel, resume, request, stop_when_decided, fail_fast, slots
+        runs_dir,
+        run_id,
+        tuple(only or ()),
+        repeat,
+        parallel,
+        resume,
+        request,
+        stop_when_decided,
+        fail_fast,
+        slots,
+        where,
     )
     cancel = Cancel()
     # from here on a signal stops the run in order: diagbench exits only once every server

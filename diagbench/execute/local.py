@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from typing import Any
 
 from diagbench.execute.cancel import Cancel
@@ -56,7 +57,7 @@ class LocalExecutor:
             after = gpu.memory_used_mib()
             gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
             record = dataclasses.replace(record, gpu=gpu_info)
-        record = dataclasses.replace(record, gpus=list(slot.gpus)) if slot.gpus else record
+        record = dataclasses.replace(record, gpus=list(slot.gpus), executor=local_place())
         secrets = Redactor.of([self.server.env, item.cell.env], [self.server.command, item.cell.args])
         return redact_record(record, secrets)
 
@@ -81,3 +82,8 @@ class LocalExecutor:
             "before_mib": before,
             "settle_wait_s": round(waited, 3),
         }
+
+
+def local_place() -> dict[str, Any]:
+    """result.json's `executor` for an attempt run on this host."""
+    return {"kind": "local", "job_id": None, "node": socket.gethostname()}

@@ -10,10 +10,10 @@ from typing import Any
 
 from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
+from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
-from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import run_attempts
-from diagbench.execute.slots import SlotPlan, resolve_slots
+from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
@@ -26,6 +26,7 @@ from diagbench.records.store import (
     open_new_run,
     open_run,
 )
+from diagbench.spec.executor import ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import parse_only, select_cells
@@ -57,12 +58,13 @@ class RunOptions:
     run_id: str | None = None
     only: tuple[str, ...] = ()
     repeat: int = 1
-    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs)
+    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs); on Slurm, all
     resume: Path | None = None  # an interrupted run directory to finish
     gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
     stop_when_decided: bool = False  # skip attempts that can no longer change a verdict or an expect
     fail_fast: bool = False  # skip everything after the first violated expect
     slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # the command line's; over the spec's
 
 
 def execute(
@@ -73,13 +75,15 @@ def execute(
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge.
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
-    slots = options.slots or resolve_slots(spec, options.gpus, options.parallel)
+    placement = place(spec, options.executor, options.runs_dir, options.resume)  # Slurm: checked here
     if options.stop_when_decided and not (spec.hypotheses or spec.expectations):
         raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
+    slots: SlotPlan | None = None
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
     else:
         planned = plan_attempts(select_cells(spec.cells, parse_only(options.only, spec.axes)), options.repeat)
+        slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned))
         run_dir = (
             open_run(options.runs_dir, options.run_id) if options.run_id else open_new_run(options.runs_dir, spec.name)
         )
@@ -87,11 +91,14 @@ def execute(
     own_cancel = cancel is None
     cancel = cancel or Cancel()
     try:  # the run directory is locked from here on: released however this ends
+        if slots is None:
+            slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned) - len(done))
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
-            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, _settings(options, slots), facts))
+            settings = {**_settings(options, slots), "executor": placement.to_json()}
+            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
         events.on_open(run_dir, planned)
-        result = _launch_and_judge(spec, options, slots, run_dir, planned, done, events, cancel)
+        result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
     finally:
         run_dir.release()
         if own_cancel:
@@ -102,6 +109,7 @@ def execute(
 def _launch_and_judge(
     spec: Spec,
     options: RunOptions,
+    placement: Placement,
     slots: SlotPlan,
     run_dir: RunDir,
     planned: list[PlannedAttempt],
@@ -110,11 +118,11 @@ def _launch_and_judge(
     cancel: Cancel,
 ) -> RunResult:
     finished = {r.attempt for r in done}
-    executor = LocalExecutor(spec.server, run_dir, slots)
     decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
+    executor = placement.executor(spec, run_dir, slots, decider, done, todo)
     scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
     order = {p.name: i for i, p in enumerate(planned)}
     records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))

@@ -70,6 +70,7 @@ class AttemptRecord:
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
+    executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

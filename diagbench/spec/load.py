@@ -16,6 +16,7 @@ from diagbench.logs.servers import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
+from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
@@ -29,7 +30,7 @@ MIN_MAX_LOG = 64 << 10
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
 _SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
-_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus")
+_TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus", "executor")
 _SERVER_KEYS = (
     "command",
     "shell",
@@ -87,6 +88,7 @@ class Spec:
     expectations: tuple[Expectation, ...] = ()
     hypotheses: tuple[Hypothesis, ...] = field(default=())
     gpus: GpuRequest | None = None  # the GPUs to use when --gpus is not given (None: all that are visible)
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # where attempts run (the command line can override)
 
     def to_json(self) -> dict[str, Any]:
         """The spec as loaded, for the manifest (labels as written)."""
@@ -125,6 +127,7 @@ class Spec:
                 for a in self.axes
             },
             "expect": [e.to_json() for e in self.expectations],
+            "executor": self.executor.to_json(),
         }
 
 
@@ -149,6 +152,7 @@ def load_spec(path: Path, text: str | None = None) -> Spec:
     expectations = part("expect", lambda s: parse_expectations(s, axes, cells), ())
     hypotheses = part("hypotheses", lambda s: parse_hypotheses(s, axes, cells), ())
     gpus = part("gpus", parse_gpus_key, None)
+    executor = part("executor", parse_executor, ExecutorSpec())
     problems.raise_found(str(path))
     assert server is not None and matrix is not None  # no mistake recorded: every part was parsed
     if not matrix.cells:
@@ -165,6 +169,7 @@ def load_spec(path: Path, text: str | None = None) -> Spec:
         expectations=expectations,
         hypotheses=hypotheses,
         gpus=gpus,
+        executor=executor,
     )
 
 

@@ -1,0 +1,107 @@
+"""Which executor runs the attempts: the command line over a resumed run's choice over the
+spec's `executor:`, over the default (this host). Slurm is checked before anything is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diagbench.errors import UserError
+from diagbench.execute.local import LocalExecutor
+from diagbench.execute.scheduler import Executor, Gate
+from diagbench.execute.slots import SlotPlan, plain_slots, resolve_slots
+from diagbench.launch.gpu import GpuOffer
+from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
+from diagbench.records.store import RunDir
+from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.gpus import GpuRequest
+from diagbench.spec.load import Spec
+from diagbench.spec.plan import PlannedAttempt
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this run's attempts go, settled and checked."""
+
+    spec: ExecutorSpec
+    slurm: Any = None  # SlurmSettings, for kind slurm (imported only then)
+    node_seen: str | None = None  # the node whose probe job saw the run directory
+
+    @property
+    def kind(self) -> ExecutorKind:
+        return self.spec.resolved_kind
+
+    def to_json(self) -> dict[str, Any]:
+        """The executor and its options, for the manifest."""
+        data = self.spec.to_json()
+        secrets = Redactor.of(argvs=[self.spec.args])  # `--export=HF_TOKEN=...` is an sbatch option too
+        data["args"], data["setup"] = secrets.argv(self.spec.args), [secrets.log(line) for line in self.spec.setup]
+        if self.slurm is not None:
+            data["sbatch"] = secrets.argv(self.slurm.sbatch_options())
+            data["probe_node"] = self.node_seen
+        return data
+
+    def slots(
+        self, spec: Spec, given: SlotPlan | None, gpus: GpuRequest | None, parallel: int | None, attempts: int
+    ) -> SlotPlan:
+        """This host's GPU slots; on Slurm, plain ones (the cluster hands out GPUs), one per
+        attempt unless --parallel caps the jobs in the queue."""
+        if self.kind is ExecutorKind.LOCAL:
+            return given or resolve_slots(spec, gpus, parallel)
+        per = spec.server.gpus or 0
+        offer = GpuOffer((), f"Slurm: --gres=gpu:{per} per job" if per else "Slurm: no GPU asked")
+        return SlotPlan(tuple(plain_slots(parallel or attempts)), per, offer)
+
+    def executor(
+        self,
+        spec: Spec,
+        run_dir: RunDir,
+        slots: SlotPlan,
+        gate: Gate | None,
+        done: Sequence[AttemptRecord],
+        todo: Sequence[PlannedAttempt],
+    ) -> Executor:
+        if self.kind is ExecutorKind.SLURM:
+            from diagbench.execute.slurm.executor import SlurmExecutor
+
+            return SlurmExecutor(spec, self.slurm, run_dir, gate, done, todo)
+        return LocalExecutor(spec.server, run_dir, slots)
+
+
+def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:
+    """The executor settings asked for: the command line's over a resumed run's (or the
+    spec's). Slurm options for a run on this host are a mistake, said here."""
+    layers = given.over(_recorded(resume) if resume is not None else spec.executor)
+    if layers.resolved_kind is ExecutorKind.LOCAL and layers.given_slurm_options():
+        option = _OPTION_NAMES.get(layers.given_slurm_options()[0], "executor options")
+        raise UserError(f"{option} applies to --executor slurm (add it, or set executor: slurm in the spec)")
+    return layers
+
+
+def place(spec: Spec, given: ExecutorSpec, runs_dir: Path, resume: Path | None) -> Placement:
+    """Settle the executor; for Slurm, check the options and that a node sees `runs_dir`."""
+    layers = requested(spec, given, resume)
+    if layers.resolved_kind is ExecutorKind.LOCAL:
+        return Placement(layers)
+    from diagbench.execute.slurm.jobs import SlurmSettings
+    from diagbench.execute.slurm.probe import check_cluster
+
+    settings = SlurmSettings.of(layers, spec.server)
+    node = check_cluster(settings, resume.parent if resume is not None else runs_dir)
+    return Placement(layers, settings, node)
+
+
+_OPTION_NAMES = {"partition": "--slurm-partition", "args": "--slurm-arg", "time": "--slurm-time"}
+
+
+def _recorded(run: Path) -> ExecutorSpec:
+    """The executor a run was started with (an older run without one ran here)."""
+    try:
+        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+        return ExecutorSpec.from_json(manifest.get("options", {}).get("executor") or {"kind": "local"})
+    except (OSError, ValueError, TypeError):
+        return ExecutorSpec()

@@ -1,0 +1,170 @@
+"""The Slurm executor: each attempt is one batch job; a worker on the node runs it with the
+same code as a local run and writes its record into the shared run directory."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from diagbench.execute.cancel import Cancel
+from diagbench.execute.events import RunEvents
+from diagbench.execute.scheduler import Gate, not_run
+from diagbench.execute.slots import Slot
+from diagbench.execute.slurm import commands
+from diagbench.execute.slurm.board import JobBoard
+from diagbench.execute.slurm.commands import SlurmRejected
+from diagbench.execute.slurm.follow import Follow
+from diagbench.execute.slurm.jobs import (
+    JOB_FILE,
+    OUTPUT_FILE,
+    PROGRESS_FILE,
+    SCRIPT_FILE,
+    JobFile,
+    SlurmSettings,
+    job_name,
+    job_script,
+)
+from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
+from diagbench.records.store import RunDir
+from diagbench.spec.load import Spec
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
+
+TURN_WAIT_S = 1.0
+
+
+class SlurmExecutor:
+    """Submits each attempt as a Slurm job and follows it to its record."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        settings: SlurmSettings,
+        run_dir: RunDir,
+        gate: Gate | None = None,
+        done: Sequence[AttemptRecord] = (),
+        order: Sequence[PlannedAttempt] = (),
+    ):
+        self.spec, self.settings, self.run_dir = spec, settings, run_dir
+        self.board = JobBoard()
+        self._lock = threading.Lock()
+        self._finished = list(done)
+        self.gate = gate
+        self._gate_asked: dict[str, int] = {}  # attempt -> how many records there were when last asked
+        self.adoptable = _running_jobs_of(run_dir.path)
+        self.turns = Turnstile([p.name for p in order])
+        for name in self.adoptable:  # already in the queue: nobody waits for them
+            self.turns.passed(name)
+
+    def still_matters(self, item: PlannedAttempt) -> str | None:
+        """The scheduler's gate, asked again while the job waits or runs, whenever a new
+        record has come in: a reason to stop it (no verdict can change), or None."""
+        if self.gate is None:
+            return None
+        with self._lock:
+            if self._gate_asked.get(item.name) == len(self._finished):
+                return None
+            self._gate_asked[item.name] = len(self._finished)
+            records = list(self._finished)
+        return self.gate(item, records)
+
+    def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
+        folder = self.run_dir.attempt_dir(item.name)
+        job_id = self.adoptable.pop(item.name, None)
+        if job_id is None:
+            self.turns.wait(item.name)  # jobs enter the queue in plan order: Slurm starts the oldest first
+            try:
+                job_id = self._submit(item, folder)
+            except SlurmRejected as exc:
+                events.on_start(item, slot)
+                return not_run(item, Outcome.LAUNCH_ERROR, f"sbatch refused the job: {exc}")
+            finally:
+                self.turns.passed(item.name)
+        events.on_start(item, slot)
+        self.board.track(job_id)
+        try:
+            grace = self.spec.server.grace
+            record = Follow(item, job_id, folder, self.board, grace, cancel, events, self.still_matters).until_record()
+        finally:
+            self.board.forget(job_id)
+        with self._lock:
+            self._finished.append(record)
+        return record
+
+    def _submit(self, item: PlannedAttempt, folder: Path) -> str:
+        """Write the job's files, sbatch it, and note the job id beside them."""
+        for stale in ("result.json", PROGRESS_FILE, OUTPUT_FILE):  # of an earlier, interrupted try
+            with contextlib.suppress(FileNotFoundError):
+                (folder / stale).unlink()
+        job = JobFile(
+            attempt=item.name,
+            cell_id=item.cell.id,
+            repeat=item.repeat,
+            params=dict(item.cell.params),
+            spec_path=str(self.spec.path.resolve()),
+            spec_sha256=self.spec.sha256,
+            submitted_at=time.time(),
+        )
+        job.write(folder)
+        script = job_script(self.settings, self.run_dir.path.resolve(), item.name)
+        # beside the record, what the job ran; the setup lines' secrets blanked (Slurm got the real ones)
+        (folder / SCRIPT_FILE).write_text(Redactor.of().log(script), encoding="utf-8")
+        options = [
+            f"--job-name={job_name(item.name)}",
+            f"--output={folder.resolve() / OUTPUT_FILE}",
+            f"--chdir={self.run_dir.path.resolve()}",
+            *self.settings.sbatch_options(),
+        ]
+        job_id = commands.submit(options, script)
+        dataclasses.replace(job, job_id=job_id).write(folder)
+        return job_id
+
+
+class Turnstile:
+    """Lets attempt threads through in plan order; one whose predecessor never comes (the
+    gate skipped it, it was adopted) waits at most `wait_s`, then goes past it."""
+
+    def __init__(self, order: Sequence[str], wait_s: float = TURN_WAIT_S):
+        self.rank = {name: i for i, name in enumerate(order)}
+        self.wait_s = wait_s
+        self.next = 0  # every rank below it has passed (or was given up on)
+        self.passed_ranks: set[int] = set()
+        self.cond = threading.Condition()
+
+    def wait(self, name: str) -> bool:
+        """Until every earlier attempt has passed; True if it gave up waiting on some."""
+        rank = self.rank.get(name)
+        if rank is None:
+            return False
+        with self.cond:
+            if self.cond.wait_for(lambda: self.next >= rank, timeout=self.wait_s):
+                return False
+            self.next = max(self.next, rank)  # the ones before it are not coming
+            return True
+
+    def passed(self, name: str) -> None:
+        rank = self.rank.get(name)
+        with self.cond:
+            if rank is not None:
+                self.passed_ranks.add(rank)
+            while self.next in self.passed_ranks:
+                self.next += 1
+            self.cond.notify_all()
+
+
+def _running_jobs_of(run_dir: Path) -> dict[str, str]:
+    """Jobs a previous controller of this run left queued or running (kill -9, a lost
+    login session): attempt name -> job id, to be adopted instead of submitted again."""
+    jobs = commands.my_jobs() or []
+    found = {}
+    where = str(run_dir.resolve())
+    for state in jobs:
+        attempt = state.name.removeprefix(job_name(""))
+        if state.workdir == where and state.name != attempt and (run_dir / "cells" / attempt / JOB_FILE).is_file():
+            found[attempt] = state.job_id
+    return found

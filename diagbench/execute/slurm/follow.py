@@ -1,0 +1,195 @@
+"""Following one submitted job to its record: show where it is, stop it when asked or when
+it can no longer matter, and when it ends without a record, say so in Slurm's words."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from diagbench.errors import RecordError
+from diagbench.execute.cancel import INTERRUPTED, Cancel
+from diagbench.execute.events import RunEvents
+from diagbench.execute.scheduler import not_run
+from diagbench.execute.slurm import commands
+from diagbench.execute.slurm.board import JobBoard
+from diagbench.execute.slurm.commands import JobState
+from diagbench.execute.slurm.jobs import PROGRESS_FILE, Progress, output_tail
+from diagbench.records.record import AttemptRecord
+from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
+
+LOOK_EVERY_S = 0.5  # how often the run directory is looked at for the worker's files
+STOP_MARGIN_S = 20.0  # after the worker's grace: then the whole job is cancelled
+# a record a node wrote may show up late on a network file system (attribute caches)
+RECORD_LAG_S = 10.0
+FINAL_STATE_WAIT_S = 15.0  # a job whose worker recorded a cancel: how long to wait for Slurm's final word
+# how Slurm's end states without a record are recorded; anything else is a launch error
+_CANCEL_STATES = ("CANCELLED", "PREEMPTED")
+
+# a reason not to run this attempt any more, given the records so far (the scheduler's Gate)
+StillMatters = Callable[[PlannedAttempt], "str | None"]
+
+
+@dataclasses.dataclass
+class _Stop:
+    outcome: Outcome  # CANCELLED (interrupted) or SKIPPED (can no longer matter)
+    reason: str
+    at: float
+    forced: bool = False
+
+
+class Follow:
+    """One attempt's job, from submission to record."""
+
+    def __init__(
+        self,
+        item: PlannedAttempt,
+        job_id: str,
+        folder: Path,
+        board: JobBoard,
+        grace_s: float,
+        cancel: Cancel,
+        events: RunEvents,
+        still_matters: StillMatters,
+    ):
+        self.item, self.job_id, self.folder, self.board = item, job_id, folder, board
+        self.grace_s, self.cancel, self.events, self.still_matters = grace_s, cancel, events, still_matters
+        self.stop: _Stop | None = None
+        self.shown = ""
+        self.worker_seen = False
+        self.node = ""
+        self.progress: Progress | None = None
+        self.progress_stamp = 0
+
+    def until_record(self) -> AttemptRecord:
+        """Wait for the worker's record, or for the job to end without one."""
+        while True:
+            record = self._record()
+            if record is not None:
+                return self._settle(record)
+            state = self.board.state(self.job_id)
+            self._show(state)
+            if state is not None and not state.active:
+                return self._ended(state)
+            self._maybe_stop(state)
+            self._pause()
+
+    # -- the record ------------------------------------------------------------------
+
+    def _record(self) -> AttemptRecord | None:
+        """This job's result.json, once the worker has written it (an older one is ignored)."""
+        path = self.folder / "result.json"
+        with contextlib.suppress(OSError, ValueError, RecordError):
+            record = AttemptRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+            if (record.executor or {}).get("job_id") == self.job_id:
+                return record
+        return None
+
+    def _settle(self, record: AttemptRecord) -> AttemptRecord:
+        if record.outcome is not Outcome.CANCELLED:
+            return record  # a real outcome stands, even if a stop was on its way
+        if self.stop is not None:
+            reason = f"{self.stop.reason} (diagbench stopped Slurm job {self.job_id})"
+            return dataclasses.replace(record, outcome=self.stop.outcome, reason=reason)  # its log and teardown kept
+        # the worker was signalled by someone else: Slurm's final word says by what
+        state = self._final_state()
+        if state is None or state.state == "COMPLETED":
+            return record
+        outcome = Outcome.CANCELLED if state.state in _CANCEL_STATES else Outcome.LAUNCH_ERROR
+        return dataclasses.replace(record, outcome=outcome, reason=self._ended_words(state, with_record=True))
+
+    def _final_state(self) -> JobState | None:
+        deadline = time.monotonic() + FINAL_STATE_WAIT_S
+        while time.monotonic() < deadline:
+            state = self.board.state(self.job_id)
+            if state is not None and not state.active:
+                return state
+            time.sleep(LOOK_EVERY_S)
+        return None
+
+    def _ended(self, state: JobState) -> AttemptRecord:
+        """The job left the queue: its record (late on a shared file system), or Slurm's words."""
+        deadline = time.monotonic() + (RECORD_LAG_S if self.worker_seen else LOOK_EVERY_S)
+        while time.monotonic() < deadline:
+            record = self._record()
+            if record is not None:
+                return self._settle(record)
+            time.sleep(LOOK_EVERY_S)
+        self.node = self.node or state.node
+        if self.stop is not None:
+            return self._not_run(self.stop.outcome, f"{self.stop.reason} (Slurm job {self.job_id} {state.state})")
+        outcome = Outcome.CANCELLED if state.state in _CANCEL_STATES else Outcome.LAUNCH_ERROR
+        return self._not_run(outcome, self._ended_words(state, with_record=False))
+
+    def _ended_words(self, state: JobState, with_record: bool) -> str:
+        words = f"Slurm job {self.job_id} ended {state.describe()}"
+        if state.state == "CANCELLED":
+            words += ", cancelled outside diagbench"
+        if not with_record:
+            words += " without a record"
+            tail = output_tail(self.folder)
+            if tail:
+                words += f"; slurm.out: {tail}"
+        return words
+
+    def _not_run(self, outcome: Outcome, reason: str) -> AttemptRecord:
+        record = not_run(self.item, outcome, reason)
+        return dataclasses.replace(record, executor={"kind": "slurm", "job_id": self.job_id, "node": self.node})
+
+    # -- showing and stopping --------------------------------------------------------
+
+    def _show(self, state: JobState | None) -> None:
+        progress = self._progress()
+        if progress is not None:
+            self.worker_seen, self.node = True, progress.node
+            text = f"job {self.job_id} on {progress.node}: {progress.phase}"
+        elif state is None:
+            text = f"job {self.job_id} submitted"
+        elif not state.running:
+            text = f"job {self.job_id} {state.state.lower()}" + (f" ({state.reason})" if state.reason else "")
+        else:
+            text = f"job {self.job_id} on {state.node}: starting"
+        if text != self.shown:
+            self.shown = text
+            self.events.on_phase(self.item, text)
+
+    def _progress(self) -> Progress | None:
+        """The worker's progress.json, read again only when it changed."""
+        try:
+            stamp = (self.folder / PROGRESS_FILE).stat().st_mtime_ns
+        except OSError:
+            return None
+        if stamp != self.progress_stamp:
+            self.progress_stamp, self.progress = stamp, Progress.read(self.folder) or self.progress
+        return self.progress
+
+    def _maybe_stop(self, state: JobState | None) -> None:
+        if self.stop is None:
+            if self.cancel.is_set():
+                self._ask_stop(Outcome.CANCELLED, self.cancel.reason or INTERRUPTED, state)
+            elif (reason := self.still_matters(self.item)) is not None:
+                self._ask_stop(Outcome.SKIPPED, reason, state)
+        elif not self.stop.forced and (self.cancel.urgent.is_set() or self._overdue()):
+            self.stop.forced = True  # hurried (a second Ctrl-C), or the worker's teardown overran
+            commands.cancel([self.job_id])
+
+    def _overdue(self) -> bool:
+        return self.stop is not None and time.monotonic() - self.stop.at > self.grace_s + STOP_MARGIN_S
+
+    def _ask_stop(self, outcome: Outcome, reason: str, state: JobState | None) -> None:
+        self.stop = _Stop(outcome, reason, time.monotonic())
+        started = self._progress() is not None  # looked at now: the last look may be half a second old
+        if started or (state is not None and state.running):
+            commands.signal_worker([self.job_id])  # the worker tears down on its own grace, and records
+        else:
+            commands.cancel([self.job_id])  # still queued: nothing runs yet
+
+    def _pause(self) -> None:
+        if self.cancel.is_set():
+            time.sleep(LOOK_EVERY_S)
+        else:
+            self.cancel.event.wait(LOOK_EVERY_S)

@@ -1,0 +1,69 @@
+"""Before the first job: would Slurm take the attempts' jobs, and can a node see the run
+directory? A mistake here is one message and exit 2, before anything is submitted."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from diagbench.errors import UserError
+from diagbench.execute.slurm import commands
+from diagbench.execute.slurm.commands import JobState, SlurmRejected
+from diagbench.execute.slurm.jobs import SlurmSettings
+
+PROBE_WAIT_S = 120.0  # a probe asks for one CPU for a minute: on a usable partition it starts soon
+PROBE_LOOK_S = 0.5
+PROBE_LAG_S = 10.0  # a file a node wrote may show up late on a network file system
+_SEEN = "seen"
+
+
+def check_cluster(settings: SlurmSettings, folder: Path) -> str:
+    """sbatch --test-only with the attempts' options, then a tiny job that writes a file into
+    `folder`; returns the node that saw it. UserError with Slurm's words otherwise."""
+    commands.check_available()
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = Path(tempfile.mkdtemp(prefix=".diagbench-probe-", dir=folder)).resolve()
+    try:
+        script = f"#!/bin/sh\nhostname > {probe}/{_SEEN}.tmp && mv {probe}/{_SEEN}.tmp {probe}/{_SEEN}\n"
+        try:
+            commands.dry_submit(settings.sbatch_options(), script)
+        except SlurmRejected as exc:
+            fix = "check --slurm-partition, --slurm-arg and server.gpus"
+            raise UserError(f"Slurm would not take the attempts' jobs: {exc} ({fix})") from None
+        # the probe asks no GPU and a minute, so it starts as soon as any node of the partition can
+        options = [*settings.sbatch_options(with_gpus=False), "--time=1", "--job-name=diagbench-probe"]
+        options += ["--output=/dev/null", f"--chdir={probe}"]
+        job_id = commands.submit(options, script)
+        try:
+            return _wait_for_probe(job_id, probe, folder)
+        finally:
+            commands.cancel([job_id])
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+def _wait_for_probe(job_id: str, probe: Path, folder: Path) -> str:
+    deadline = time.monotonic() + PROBE_WAIT_S
+    ended_at: float | None = None
+    state: JobState | None = None
+    while True:
+        if (probe / _SEEN).is_file():
+            return (probe / _SEEN).read_text(encoding="utf-8").strip()
+        state = (commands.queue([job_id]) or {}).get(job_id, state)
+        if state is not None and not state.active:
+            ended_at = ended_at or time.monotonic()
+            if time.monotonic() - ended_at > PROBE_LAG_S:
+                raise UserError(
+                    f"Slurm node {state.node or '?'} ran probe job {job_id} but could not write into {folder} "
+                    f"(job {state.describe()}): the run directory must be on a file system the nodes mount, "
+                    "writable by the job's user; pass --runs-dir on shared storage (a shared home, /shared, /scratch)"
+                )
+        elif time.monotonic() > deadline:
+            waiting = f"still {state.describe()}" if state is not None else "not seen in the queue"
+            raise UserError(
+                f"probe job {job_id} is {waiting} after {PROBE_WAIT_S:.0f}s, so diagbench cannot check that the "
+                f"nodes see {folder}; try a partition with free nodes (--slurm-partition) or run again later"
+            )
+        time.sleep(PROBE_LOOK_S)

@@ -1,0 +1,237 @@
+"""Where attempts run, without a cluster: the spec's `executor:`, the command line over it,
+what a job asks Slurm for, and the worker a job runs (driven here by hand, then by SIGTERM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import fake_command, write_spec
+from diagbench.errors import SpecError, UserError
+from diagbench.execute.slurm.commands import JobState, parse_queue, parse_sacct
+from diagbench.execute.slurm.executor import Turnstile
+from diagbench.execute.slurm.jobs import JobFile, SlurmSettings, job_script, walltime
+from diagbench.launch.process import sweep_tagged
+from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
+from diagbench.spec.load import load_spec
+
+READY = "The server is fired up and ready to roll!"
+
+
+def spec_with(tmp_path: Path, executor: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        f"name: x\nserver: {{command: foo, timeout: 5m, grace: 10s}}\nmatrix:\n  a: {{env: A, values: [1]}}\n{executor}"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("executor: slurm\n", ExecutorSpec(kind=ExecutorKind.SLURM)),
+        ("executor: local\n", ExecutorSpec(kind=ExecutorKind.LOCAL)),
+        (
+            "executor:\n  partition: gpu\n  args: [--qos=high, --account=ml]\n  time: 90m\n  setup: module load x\n",
+            ExecutorSpec(ExecutorKind.SLURM, "gpu", ("--qos=high", "--account=ml"), 5400.0, ("module load x",)),
+        ),
+    ],
+)
+def test_the_spec_names_the_executor(tmp_path: Path, text: str, expected: ExecutorSpec) -> None:
+    assert load_spec(spec_with(tmp_path, text)).executor == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("executor: slurmm\n", "spec.yaml:5: executor: unknown executor 'slurmm' (did you mean 'slurm'?)"),
+        (
+            "executor: {kind: local, partition: gpu}\n",
+            "spec.yaml:5: executor.partition: 'partition' applies to kind: slurm only (set kind: slurm, or remove it)",
+        ),
+        (
+            "executor: {kind: slurm, time: soon}\n",
+            'spec.yaml:5: executor.time: expected a positive duration like 90s, 8m or 1h, got "soon"',
+        ),
+        (
+            "executor: {kind: slurm, partiton: gpu}\n",
+            "spec.yaml:5: executor.partiton: unknown key 'partiton' (did you mean 'partition'?)",
+        ),
+    ],
+)
+def test_executor_mistakes_name_their_place(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec_with(tmp_path, text))
+    assert str(caught.value).endswith(message)
+
+
+def test_the_command_line_wins_and_its_sbatch_options_come_last() -> None:
+    spec = ExecutorSpec(ExecutorKind.SLURM, "cpu", ("--qos=low",), 600.0, ("module load x",))
+    merged = command_line_executor(None, "gpu", ["--qos=high"], "2h").over(spec)
+    assert merged == ExecutorSpec(ExecutorKind.SLURM, "gpu", ("--qos=low", "--qos=high"), 7200.0, ("module load x",))
+    assert command_line_executor("local", None, None, None).over(spec).resolved_kind is ExecutorKind.LOCAL
+    with pytest.raises(UserError, match=r"--slurm-time: expected a positive duration like 90m or 2h, got 'x'"):
+        command_line_executor("slurm", None, None, "x")
+
+
+def test_a_job_asks_for_the_walltime_the_gpus_and_the_users_options_last(tmp_path: Path) -> None:
+    server = load_spec(spec_with(tmp_path, "")).server  # timeout 5m, grace 10s
+    settings = SlurmSettings.of(ExecutorSpec(ExecutorKind.SLURM, "gpu", ("--time=1:00:00",)), server)
+    assert settings.walltime_s == 300 + 10 + 120
+    assert settings.sbatch_options() == ["--time=00:08:00", "--partition=gpu", "--no-requeue", "--time=1:00:00"]
+    with_gpus = SlurmSettings(walltime_s=60, gpus=2)
+    assert "--gres=gpu:2" in with_gpus.sbatch_options()
+    assert "--gres=gpu:2" not in with_gpus.sbatch_options(with_gpus=False)
+    assert [walltime(s) for s in (1, 60, 61, 3600, 86400 + 90)] == [
+        "00:01:00",
+        "00:01:00",
+        "00:02:00",
+        "01:00:00",
+        "1-00:02:00",
+    ]
+
+
+def test_the_job_script_runs_the_setup_then_execs_the_worker(tmp_path: Path) -> None:
+    settings = SlurmSettings(
+        walltime_s=60, setup=("module load cuda", "source /opt/venv/bin/activate"), python="python3"
+    )
+    script = job_script(settings, Path("/shared/runs/r 1"), "001-a-1-r1").splitlines()
+    assert script[0] == "#!/bin/sh"
+    assert script[2:] == [
+        "module load cuda",
+        "source /opt/venv/bin/activate",
+        "exec python3 -m diagbench worker '/shared/runs/r 1' 001-a-1-r1",
+    ]
+
+
+def test_squeue_lines_become_job_states() -> None:
+    text = "12|PENDING|Priority||diagbench-001|/runs/r\n13|RUNNING|None|node7|diagbench-002|/runs/r\nnoise\n"
+    assert parse_queue(text) == [
+        JobState("12", "PENDING", "Priority", "", "diagbench-001", "/runs/r"),
+        JobState("13", "RUNNING", "", "node7", "diagbench-002", "/runs/r"),
+    ]
+    assert JobState("14", "TIMEOUT", "TimeLimit").describe() == "TIMEOUT (TimeLimit)"
+    sacct = "15|CANCELLED by 1000|None|node3\n15.batch|CANCELLED||node3\n16|NODE_FAIL|NodeDown|node4\n"
+    assert parse_sacct(sacct, "15") == JobState("15", "CANCELLED", "", "node3")
+    assert parse_sacct(sacct, "16") == JobState("16", "NODE_FAIL", "NodeDown", "node4")
+    assert parse_sacct(sacct, "17") is None
+    assert not JobState("14", "TIMEOUT").active and JobState("12", "PENDING").active
+    assert JobState("13", "RUNNING").running and not JobState("12", "PENDING").running
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "diagbench", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def test_slurm_options_without_slurm_are_exit_2(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, {"command": fake_command(f"out={READY}", "hang")})
+    out = run_cli("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--slurm-partition", "gpu")
+    assert out.returncode == 2
+    assert (
+        out.stderr.strip()
+        == "diagbench: --slurm-partition applies to --executor slurm (add it, or set executor: slurm in the spec)"
+    )
+    no_slurm = run_cli(
+        "run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--executor", "slurm", env={"PATH": str(tmp_path)}
+    )
+    assert no_slurm.returncode == 2
+    last = no_slurm.stderr.strip().splitlines()[-1]  # (a busy host's leftovers may be swept first)
+    assert last == "diagbench: 'sbatch' not found: run diagbench on a Slurm login node (or --executor local)"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def prepare_attempt(tmp_path: Path, actions: list[str]) -> tuple[Path, str]:
+    """A run directory laid out as the Slurm executor leaves it for a job's worker."""
+    spec_path = write_spec(tmp_path, {"command": fake_command(*actions), "grace": "3s"})
+    spec = load_spec(spec_path)
+    run_dir = tmp_path / "runs" / "r1"
+    cell = spec.cells[0]
+    attempt = f"{cell.index:03d}-{cell.slug}-r1"
+    folder = run_dir / "cells" / attempt
+    folder.mkdir(parents=True)
+    job = JobFile(attempt, cell.id, 1, dict(cell.params), str(spec_path.resolve()), spec.sha256, time.time(), "77")
+    job.write(folder)
+    return run_dir, attempt
+
+
+def test_the_worker_runs_its_attempt_and_records_where(tmp_path: Path) -> None:
+    run_dir, attempt = prepare_attempt(tmp_path, [f"out={READY}", "hang"])
+    env = {"SLURM_JOB_ID": "77", "SLURMD_NODENAME": "node7", "CUDA_VISIBLE_DEVICES": "2,3"}
+    out = run_cli("worker", str(run_dir), attempt, env=env)
+    assert out.returncode == 0, out.stderr
+    record = json.loads((run_dir / "cells" / attempt / "result.json").read_text())
+    assert record["outcome"] == "ready"
+    assert record["executor"]["kind"] == "slurm" and record["executor"]["job_id"] == "77"
+    assert record["executor"]["node"] == "node7" and record["executor"]["gpus"] == ["2", "3"]
+    assert record["executor"]["queued_s"] >= 0
+    progress = json.loads((run_dir / "cells" / attempt / "progress.json").read_text())
+    assert progress["job_id"] == "77" and progress["node"] == "node7"
+    assert sweep_tagged("r1") == []
+
+
+def test_sigterm_to_the_worker_tears_its_server_down_and_records_cancelled(tmp_path: Path) -> None:
+    run_dir, attempt = prepare_attempt(tmp_path, ["out=loading", "ignore-term", "hang"])
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "diagbench", "worker", str(run_dir), attempt],
+        env={**os.environ, "SLURM_JOB_ID": "78"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    log = run_dir / "cells" / attempt / "server.log"
+    deadline = time.monotonic() + 60
+    while b"loading" not in (log.read_bytes() if log.exists() else b"") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    record = json.loads((run_dir / "cells" / attempt / "result.json").read_text())
+    assert record["outcome"] == "cancelled"
+    assert record["reason"] == "stopped by SIGTERM from Slurm (scancel, preemption or the job's time limit)"
+    assert [k["signal"] for k in record["killed"]] == ["SIGKILL"]  # it ignored SIGTERM: the worker's grace ran out
+    assert sweep_tagged("r1") == []
+
+
+def test_a_worker_that_cannot_read_the_spec_records_a_launch_error(tmp_path: Path) -> None:
+    run_dir, attempt = prepare_attempt(tmp_path, [f"out={READY}"])
+    (tmp_path / "spec.yaml").write_text((tmp_path / "spec.yaml").read_text() + "\n# edited\n")
+    out = run_cli("worker", str(run_dir), attempt)
+    assert out.returncode == 0, out.stderr
+    record = json.loads((run_dir / "cells" / attempt / "result.json").read_text())
+    assert record["outcome"] == "launch_error"
+    assert record["reason"].startswith("the node could not start the attempt: ")
+    assert record["reason"].endswith("spec.yaml changed since the run started (its sha256 differs)")
+
+
+def test_jobs_enter_the_queue_in_plan_order_and_a_missing_one_holds_nobody_for_long() -> None:
+    turns = Turnstile(["a", "b", "c", "d"], wait_s=30.0)
+    entered: list[str] = []
+
+    def attempt(name: str) -> None:
+        turns.wait(name)
+        entered.append(name)
+        turns.passed(name)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in ("d", "c", "b", "a")]  # started backwards
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert entered == ["a", "b", "c", "d"]
+
+    skipped = Turnstile(["a", "b", "c"], wait_s=0.2)  # "a" was skipped by the gate: it never comes
+    assert skipped.wait("b") is True  # gave up on "a"
+    skipped.passed("b")
+    assert skipped.wait("c") is False  # "b" passed and "a" was given up on: no second wait
