@@ -59,6 +59,13 @@ def test_every_help_answers_to_h_and_names_values_in_plain_words(command):
     assert "--no-strict" not in result.output
 
 
+def test_top_level_help_lists_commands_in_reading_order_run_first():
+    listed = re.findall(r"^  (\w+)  ", runner.invoke(app, ["-h"]).output.split("Commands:")[1], re.MULTILINE)
+    shown = [name for name in listed if name in COMMANDS]
+    assert shown[:5] == ["run", "plan", "report", "diff", "isolate"]
+    assert sorted(shown) == sorted(name for name in COMMANDS if name != "worker")  # every public command, once
+
+
 def test_run_help_lists_the_exit_codes_and_what_resume_needs():
     text = runner.invoke(app, ["run", "-h"]).output
     assert "Usage: root run [OPTIONS] [SPEC]" in text or "run [OPTIONS] [SPEC]" in text

@@ -11,6 +11,9 @@ from diagbench.vocab import ExitCode
 
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
+# `diagbench -h` lists commands in the order people meet them, not in import order
+READING_ORDER = ("run", "plan", "report", "diff", "isolate", "classify", "signatures", "cleanup", "schema")
+
 # \b keeps the lines as written (help text is otherwise re-flowed into one paragraph)
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
     f"  {code.value:>3}  {words}"
@@ -36,6 +39,10 @@ class ReadableGroup(TyperGroup):
                 _plain_metavar(param)
                 if type(param) is TyperArgument:
                     param.__class__ = _PlainArgument
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        rank = {name: index for index, name in enumerate(READING_ORDER)}
+        return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
 
 
 class _PlainArgument(TyperArgument):
