@@ -89,14 +89,18 @@ def serve_health(port: int) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="diagbench.simulator", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--enable-torch-compile", action="store_true")
     parser.add_argument("--cuda-graph-max-bs", type=int, default=32)
     parser.add_argument("--torch-compile-max-bs", type=int, default=32)
     parser.add_argument("--speed", type=float, default=1.0, help="divide every delay by this")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
 
     def pause(seconds: float) -> None:
         time.sleep(seconds / args.speed)

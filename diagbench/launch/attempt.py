@@ -271,12 +271,7 @@ def _watch(
     """Wait on the pipe, the exit descriptor, the probes, the cancel pipe and the workers'
     pidfds; never sleep-poll."""
     descendants = Descendants(proc.pid)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.pipe, selectors.EVENT_READ, "out")
-    sel.register(readiness.fileno(), selectors.EVENT_READ, "http")
-    sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
-    if proc.exit_fd is not None:
-        sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
+    sel = _selector(proc, readiness, cancel_fd)
     phase = watch.phase
     with sel, contextlib.closing(descendants):
         while watch.decision is None:
@@ -312,6 +307,17 @@ def _watch(
                 on_phase(planned, phase or "")
     assert watch.decision is not None
     return watch.decision
+
+
+def _selector(proc: ServerProcess, readiness: Readiness, cancel_fd: int) -> selectors.BaseSelector:
+    """Everything an attempt waits on, each named by what it means when it wakes."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.pipe, selectors.EVENT_READ, "out")
+    sel.register(readiness.fileno(), selectors.EVENT_READ, "http")
+    sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
+    if proc.exit_fd is not None:
+        sel.register(proc.exit_fd, selectors.EVENT_READ, "exit")
+    return sel
 
 
 def _read_deaths(
