@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, Factor, FactorKind
-from diagbench.spec.matrix import Axis, make_cell
-from diagbench.yamlsrc import suggest
+from diagbench.spec.matrix import Axis, axis_term, make_cell
 
 
 @dataclass(frozen=True)
@@ -54,14 +53,7 @@ def _labels(terms: str, axes: Sequence[Axis], side: str) -> dict[str, str]:
     by_name = {axis.name: axis for axis in axes}
     out: dict[str, str] = {}
     for term in (t.strip() for t in terms.split(",") if t.strip()):
-        name, sep, label = term.partition("=")
-        if not sep:
-            raise UserError(f"--{side} {term}: expected AXIS=LABEL, e.g. --{side} compile=off,kernel=stock")
-        if name not in by_name:
-            raise UserError(f"--{side} {term}: unknown axis '{name}' ({suggest(name, by_name)})")
-        if label not in by_name[name].labels:
-            known = ", ".join(by_name[name].labels)
-            raise UserError(f"--{side} {term}: unknown label '{label}' for axis '{name}' (labels are: {known})")
+        name, label = axis_term(f"--{side}", term, by_name, "compile=off,kernel=stock")
         if name in out and out[name] != label:
             raise UserError(f"--{side} {term}: axis '{name}' is already '{out[name]}' (name each axis once)")
         out[name] = label

@@ -306,16 +306,22 @@ def parse_only(terms: Sequence[str], axes: Sequence[Axis]) -> dict[str, tuple[st
     by_name = {axis.name: axis for axis in axes}
     out: dict[str, tuple[str, ...]] = {}
     for term in terms:
-        name, sep, label = term.partition("=")
-        if not sep:
-            raise UserError(f"--only {term}: expected AXIS=LABEL, e.g. --only compile=on")
-        if name not in by_name:
-            raise UserError(f"--only {term}: unknown axis '{name}' ({suggest(name, by_name)})")
-        if label not in by_name[name].labels:
-            known = ", ".join(by_name[name].labels)
-            raise UserError(f"--only {term}: unknown label '{label}' for axis '{name}' (labels are: {known})")
+        name, label = axis_term("--only", term, by_name, "compile=on")
         out[name] = (*out.get(name, ()), label)
     return out
+
+
+def axis_term(option: str, term: str, by_name: Mapping[str, Axis], example: str) -> tuple[str, str]:
+    """One `AXIS=LABEL` of a command-line option, checked against the matrix's axes."""
+    name, sep, label = term.partition("=")
+    if not sep:
+        raise UserError(f"{option} {term}: expected AXIS=LABEL, e.g. {option} {example}")
+    if name not in by_name:
+        raise UserError(f"{option} {term}: unknown axis '{name}' ({suggest(name, by_name)})")
+    if label not in by_name[name].labels:
+        known = ", ".join(by_name[name].labels)
+        raise UserError(f"{option} {term}: unknown label '{label}' for axis '{name}' (labels are: {known})")
+    return name, label
 
 
 def select_cells(cells: Sequence[Cell], only: Selector) -> list[Cell]:
