@@ -254,3 +254,19 @@ def test_the_log_lines_around_a_deciding_line_never_show_a_secret(tmp_path):
     page = render_html(view_of(load_run(path)))
     assert "    38 | export HF_TOKEN=" in page
     assert "hf_abcdefghij" not in page and "sk-abcdefghij" not in page
+
+
+def test_the_committed_isolation_leads_with_its_culprit_and_steps():
+    from diagbench.isolate.record import read_isolation
+    from diagbench.render.isolation_report import isolation_html
+
+    run = Path(__file__).resolve().parent.parent / "runs" / "refserver-isolate-h200"
+    isolation = read_isolation(run)
+    assert isolation is not None
+    culprit = "culprit: --warmup (good: every, bad: first), --enable-torch-compile (good: -, bad: on)"
+    for page in (isolation_html(view_of(load_run(run)), isolation), (run / "report.html").read_text()):
+        tags = parse(page)
+        assert tags.count("section") and ("section", {"id": "isolation"}) in tags.tags
+        assert culprit in page and "target: failed:cuda_graph_capture (what the bad launch did)" in page
+        assert tags.count("table", "steps") == 1 and page.count('class="badge v-') == len(isolation.steps)
+        assert "6 of 6 attempt(s) recorded" in page and tags.count("svg", "bar") == 6
