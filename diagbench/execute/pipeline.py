@@ -97,7 +97,7 @@ def execute(
             facts = host.collect(spec.path.resolve().parent)
             settings = {**_settings(options, slots), "executor": placement.to_json()}
             run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
-        events.on_open(run_dir, planned)
+        events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
     finally:
         run_dir.release()
