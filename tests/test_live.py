@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
+import pty
 import re
+import select
 import signal
+import struct
 import subprocess
+import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -287,6 +294,54 @@ def test_resume_after_an_interruption_counts_the_earlier_attempts_in_its_plain_l
     assert progress[0].startswith(f"[{earlier}/6 running 1] first=await=gate:1,")
     assert progress[-1].startswith("[6/6 running 0] first=await=gate:1,n=3: ready")
     wait_until(lambda: sweep_tagged(run) == [], timeout=5, what="no process left")
+
+
+def in_terminal(argv: list[str], rows: int, cols: int, when: str, then: Callable[[], None]) -> tuple[int, str]:
+    """Run `argv` on a pseudo-terminal of `rows` x `cols` to its end: its exit code and all it drew.
+    `then()` is called once, as soon as `when` is drawn."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm"}
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    drawn, called, deadline = b"", False, time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: every end of the terminal is closed
+                    break
+                if not chunk:
+                    break
+                drawn += chunk
+            if not called and when.encode() in drawn:
+                then()
+                called = True
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    return proc.returncode, drawn.decode("utf-8", "replace")
+
+
+def test_on_a_terminal_twelve_running_attempts_fold_into_a_ten_line_window(tmp_path):
+    gate = tmp_path / "gate"  # `await=gate:1`: every server waits for a line in it, so all 12 run at once
+    gate.write_text("")
+    spec = write_spec(
+        tmp_path,
+        {"command": fake_command("out=Load weight begin.", "await=gate:1", "out=go", "hang"), "ready": {"log": "^go$"}},
+        matrix={"n": {"env": "N", "values": [str(n) for n in range(12)]}},
+    )
+    argv = diagbench_argv("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--parallel", "12")
+    code, drawn = in_terminal(argv, 10, 100, "more running", lambda: gate.write_text('{"event": "start"}\n'))
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", drawn)
+    assert code == 0 and "Traceback" not in plain, plain
+    assert re.search(r"\+[1-9]\d* more running: \d+ (load|launching)", plain)
+    # rich redraws a frame by erasing its lines, going up one at a time: never 9 lines up (a 10-line frame)
+    assert max(m.count("\x1b[1A") for m in re.findall(r"(?:\x1b\[2K\x1b\[1A)+", plain)) <= 8
+    assert sweep_tagged((tmp_path / "runs" / "latest").resolve()) == []
 
 
 def test_durations_read_short():
