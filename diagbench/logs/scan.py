@@ -218,14 +218,14 @@ class Scanner:
         """The lines in buf[:end] that a phase signature matches and that name another phase
         than the line before them (a progress bar's updates are one change)."""
         kept: _Kept = {}
-        named, last = None, -1
+        named, last, last_stop = None, -1, -1
         for pos, index in sorted(_run(self._phases, buf, end)):
-            if index == last and "{" not in (self.signatures[index].phase or ""):
-                continue  # autotune chatter: the same signature, the same name, no change to confirm
+            if index == last and (pos <= last_stop or "{" not in (self.signatures[index].phase or "")):
+                continue  # its line again, or autotune chatter (a fixed name): no change to confirm
             hit = self._confirm(buf, pos, end, index)
             if hit is None:
                 continue
-            name, last = self.signatures[index].phase_name(hit.match), index
+            name, last, last_stop = self.signatures[index].phase_name(hit.match), index, hit.end
             if name != named:
                 kept[(hit.start, self._rank[index], index)] = hit
                 named = name
