@@ -3,6 +3,7 @@ resuming from the run alone, and diff's one rule for cells that did not run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,10 +20,13 @@ from typer.testing import CliRunner
 from conftest import FAKE, fake_command
 from diagbench.cli import app
 from diagbench.judge.diff import CellState, cell_states, diff_runs
+from diagbench.judge.verdicts import check_expectations
 from diagbench.judge.view import RunView
 from diagbench.launch.process import sweep_tagged
 from diagbench.records.record import AttemptRecord
 from diagbench.render.annotations import github_annotations
+from diagbench.spec.hypotheses import Expectation
+from diagbench.vocab import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = "The server is fired up and ready to roll!"
@@ -238,7 +242,31 @@ def test_diff_warns_when_the_runs_come_from_different_specs():
 def test_annotations_escape_what_github_would_misread():
     broken = view("a", [rec("mode=bad,bs=8", "crashed")])
     (line,) = github_annotations(broken)
-    assert line == "::error title=diagbench%3A mode=bad%2Cbs=8 (r1) crashed::"
+    assert line == "::warning title=diagbench%3A mode=bad%2Cbs=8 (r1) crashed::"
+
+
+def test_a_passing_run_annotates_no_error_only_a_violation_or_a_bug_is_one():
+    predicted = Expectation.from_json(0, {"when": {"compile": ["on"]}, "outcome": ["failed:cuda_graph_capture"]})
+    records = [
+        rec("compile=on", "failed", "on", "cuda_graph_capture"),  # the expect said so
+        rec("compile=off", "crashed", "off"),  # no expect covers it
+        rec("compile=off", "internal_error", "bug"),  # diagbench's own failure
+    ]
+    records[0] = dataclasses.replace(records[0], params={"compile": "on"})
+    run = dataclasses.replace(view("a", records), expectations=[predicted])
+    levels = [line.split(" ", 1)[0] for line in github_annotations(run)]
+    assert levels == ["::notice", "::warning", "::error"]
+    assert "(as expected)" in github_annotations(run)[0]
+    wrong = dataclasses.replace(records[0], outcome=Outcome.READY)
+    violated = view_of_records([wrong], [predicted])
+    assert [line.split(" ", 1)[0] for line in github_annotations(violated)] == ["::error"]
+
+
+def view_of_records(records: list[AttemptRecord], expectations: list[Expectation]) -> RunView:
+    """A view judged as `report` judges one: violations from the expectations."""
+    return dataclasses.replace(
+        view("a", records), expectations=expectations, violations=check_expectations(expectations, records)
+    )
 
 
 @pytest.fixture

@@ -251,3 +251,17 @@ def test_a_record_written_by_hand_with_escapes_in_its_fields(run: Path) -> None:
     proc = diagbench("report", str(run), cwd=run.parent)
     assert proc.returncode == 0
     assert "\x1b" not in proc.stdout and "\\x1b]0;title\\x07capture" in proc.stdout
+
+
+@pytest.mark.parametrize("attempts", ["not a list", [{"no": "attempt"}], []])
+def test_a_run_whose_plan_cannot_be_read_is_never_called_complete(run: Path, attempts: object) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["attempts"] = attempts
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert json.loads(diagbench("report", str(run), "--format", "json", cwd=run.parent).stdout)["complete"] is False
+    md = diagbench("report", str(run), "--format", "md", cwd=run.parent).stdout
+    assert "Run `r`, partial" in md and "Run `r`, complete" not in md
+    assert (
+        "partial: some attempts have no outcome"
+        in diagbench("report", str(run), "--format", "html", cwd=run.parent).stdout
+    )

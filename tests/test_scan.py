@@ -295,3 +295,18 @@ def test_parsed_packs_are_cached_until_their_file_changes(tmp_path, monkeypatch)
     for entry in (tmp_path / "cache" / "diagbench").glob("packs-*.json"):
         entry.write_bytes(b"not what was written")  # a damaged entry is parsed again, never trusted
     assert [s.id for s in load_packs([str(pack)], tmp_path)] == ["mine.bang"]
+
+
+def test_no_pack_value_is_cut_short_by_a_yaml_comment():
+    """An unquoted ` #` starts a YAML comment: `source: torch (L vllm#1, #2)` would load as
+    `torch (L vllm#1,`. Every such value in the built-in packs must be quoted."""
+    folder = Path(load_packs.__code__.co_filename).parent / "packs"
+    cut = []
+    for path in sorted(folder.glob("*.yaml")):
+        for line_no, line in enumerate(path.read_text().splitlines(), 1):
+            key, sep, value = line.strip().removeprefix("- ").partition(": ")
+            if sep and key.isidentifier() and value[:1] not in ("'", '"', "|", ">") and " #" in value:
+                cut.append(f"{path.name}:{line_no}: {line.strip()}")
+    assert not cut, "\n".join(cut)
+    sources = {sig.id: sig.source for sig in load_packs(builtin_packs(), folder)}
+    assert sources["generic.port_in_use"].endswith("#11617, tgi#1156)")

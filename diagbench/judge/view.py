@@ -38,6 +38,7 @@ class RunView:
     provenance: dict[str, Any] = field(default_factory=dict)
     log_tails: dict[str, str] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
+    plan_unreadable: bool = False  # the manifest's `attempts` (the plan) could not be read whole
     redactor: Redactor = field(default_factory=Redactor)  # for log lines a report reads itself (HTML context)
 
     @property
@@ -48,6 +49,9 @@ class RunView:
 
     @property
     def complete(self) -> bool:
+        """Every planned attempt has a final record; a plan that could not be read is never complete."""
+        if not self.planned or self.plan_unreadable:
+            return False
         done = {r.attempt for r in self.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
         return all(a["attempt"] in done for a in self.planned)
 
@@ -81,6 +85,7 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
             r.attempt: redactor.cut(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
         },
         unreadable=[*loaded.unreadable, *manifest.unreadable],
+        plan_unreadable="attempts" in manifest.failed,
         redactor=redactor,
     )
 
@@ -91,11 +96,13 @@ class _Manifest:
     def __init__(self, loaded: LoadedRun):
         self.data, self.path = loaded.manifest, loaded.path / "manifest.json"
         self.unreadable: list[Unreadable] = []
+        self.failed: set[str] = set()  # the keys that could not be read whole
 
     def each(self, key: str, parse: Callable[[int, Any], T]) -> list[T]:
         items = self.data.get(key, [])
         if not isinstance(items, list):
             self.unreadable.append(Unreadable(self.path, f"field '{key}': expected a list"))
+            self.failed.add(key)
             return []
         out = []
         for index, item in enumerate(items):
@@ -103,6 +110,7 @@ class _Manifest:
                 out.append(parse(index, item))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 self.unreadable.append(Unreadable(self.path, f"{key}[{index}]: {_why(exc)}"))
+                self.failed.add(key)
         return out
 
     def mapping(self, key: str) -> dict[str, Any]:

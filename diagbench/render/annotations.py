@@ -1,13 +1,17 @@
 """GitHub Actions annotations (`::error title=...::message`): a run's problems on the job's page.
 
-An `::error` for each violated expect and each cell that did not come up (with its deciding
-line), a `::notice` for each verdict. Printed by `run` and `report` when GITHUB_ACTIONS=true.
+An `::error` for each violated expect and each diagbench bug, a `::warning` for each cell
+that did not come up where no expect said what it should do, a `::notice` for each failure an
+expect predicted and for each verdict: a run that passes shows no error. Printed by `run` and
+`report` when GITHUB_ACTIONS=true.
 """
 
 from __future__ import annotations
 
 from diagbench.judge.view import RunView
+from diagbench.records.record import AttemptRecord
 from diagbench.render.report import deciding_line
+from diagbench.spec.matrix import selects
 from diagbench.vocab import Outcome
 
 NOT_A_PROBLEM = (Outcome.READY, Outcome.CANCELLED, Outcome.SKIPPED)
@@ -23,10 +27,22 @@ def github_annotations(view: RunView) -> list[str]:
     violated = {v.attempt for v in view.violations}
     for r in view.records:
         if r.outcome not in NOT_A_PROBLEM and r.attempt not in violated:
-            lines.append(_command("error", f"diagbench: {r.cell_id} (r{r.repeat}) {r.label}", deciding_line(r)))
+            title = f"diagbench: {r.cell_id} (r{r.repeat}) {r.label}"
+            lines.append(_command(_level(view, r), title + _as_expected(view, r), deciding_line(r)))
     for h in view.verdicts:
         lines.append(_command("notice", f"diagbench: hypothesis {h.id} {h.verdict.value}", h.meaning or h.reason))
     return lines
+
+
+def _level(view: RunView, r: AttemptRecord) -> str:
+    if r.outcome is Outcome.INTERNAL_ERROR:
+        return "error"
+    return "notice" if _as_expected(view, r) else "warning"
+
+
+def _as_expected(view: RunView, r: AttemptRecord) -> str:
+    """` (as expected)` where an expect selects this cell (it held: violations are errors)."""
+    return " (as expected)" if any(selects(e.when, r.params) for e in view.expectations) else ""
 
 
 def _command(kind: str, title: str, message: str) -> str:
