@@ -24,6 +24,8 @@ Each argument is one action, done in order:
   journal=FILE         append {"event": "start", t, pid, gpus: $CUDA_VISIBLE_DEVICES} to FILE now,
                        and {"event": "end", ...} when it exits (SIGTERM included)
   await=FILE:N         wait (up to 30 s) until FILE holds N start lines: N servers at once
+  wait-for=FILE        wait (up to 60 s) until FILE exists: the test says when
+  env=NAME             a line "NAME=<its value in this process>" (or "NAME unset") on stdout
 """
 
 from __future__ import annotations
@@ -200,6 +202,13 @@ def main(actions: list[str]) -> None:
             journal(arg)
         elif name == "await":
             await_starts(arg)
+        elif name == "wait-for":
+            deadline = time.monotonic() + 60
+            while not os.path.exists(arg) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        elif name == "env":
+            value = os.environ.get(arg)
+            write(OUT, (f"{arg}={value}" if value is not None else f"{arg} unset").encode() + b"\n")
         elif name == "replay":
             with open(arg, "rb") as handle:
                 while block := handle.read(4096):

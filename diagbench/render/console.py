@@ -1,21 +1,85 @@
-"""The two consoles every command writes to: results on stdout, messages on stderr."""
+"""The two consoles every command writes to: results on stdout, messages on stderr.
+
+Both write through a `SafeStream`: a terminal that goes away (`| head -1` closing the pipe,
+an SSH connection dropping a pty) ends what diagbench shows, never what it does. The run
+goes on to write its records, verdicts and report.html, and exits with its own code.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import TYPE_CHECKING, Any
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+class SafeStream:
+    """sys.stdout or sys.stderr (whichever it is at each write, so redirection still works)
+    that never raises: after the first failed write (EPIPE, EIO, a closed file) it drops
+    everything, and points its file descriptor at /dev/null so that Python's own flush at
+    exit cannot fail either (that would exit 120, and rich would exit 1 from a thread)."""
+
+    def __init__(self, name: str):
+        self.name = name  # "stdout" or "stderr"
+        self.lost = False
+        self._lock = threading.Lock()
+
+    def _target(self) -> TextIO:
+        stream: TextIO = getattr(sys, self.name)
+        real: TextIO = getattr(stream, "rich_proxied_file", stream)  # under rich's Live, the real stream
+        return real
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                self._target().write(text)
+            except (OSError, ValueError):  # ValueError: the stream was closed
+                self._lost()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._target().flush()
+            except (OSError, ValueError):
+                self._lost()
+
+    def isatty(self) -> bool:
+        try:
+            return self._target().isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self._target().fileno()
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._target(), "encoding", None) or "utf-8"
+
+    def _lost(self) -> None:
+        with self._lock:
+            if self.lost:
+                return
+            self.lost = True
+            target = self._target()
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, target.fileno())  # what is still buffered drains into nothing
+                os.close(devnull)
 
 
 def stdout_console() -> Console:
     """Results. Off a terminal (a CI log) tables are wide so lines stay unbroken."""
     from rich.console import Console
 
-    console = Console(highlight=False)
+    console = Console(file=SafeStream("stdout"), highlight=False)  # type: ignore[arg-type]  # a text stream
     if not console.is_terminal and not os.environ.get("COLUMNS"):  # unset or empty
-        return Console(highlight=False, width=160)
+        return Console(file=SafeStream("stdout"), highlight=False, width=160)  # type: ignore[arg-type]
     return console
 
 
@@ -23,7 +87,7 @@ def stderr_console() -> Console:
     """Messages: one message, one line."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(file=SafeStream("stderr"), highlight=False, soft_wrap=True)  # type: ignore[arg-type]
 
 
 class _Lazy:

@@ -6,10 +6,14 @@ folded into one summary line; never taller than the terminal, so running attempt
 its height fold into one line too. Off a terminal: a line per start, phase change and end,
 and a heartbeat every 30 s per running attempt, never wrapped. A resumed run's attempts
 recorded before count as done from the start.
+
+Showing the run never stops it: if the console fails (a closed pipe, a lost terminal,
+rich's SystemExit on a broken pipe), the view goes dark and the run goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -101,7 +105,7 @@ class Progress:
                 refresh_per_second=REFRESH_PER_SECOND,
                 transient=True,  # the outcome table that follows replaces the last frame
             )
-            self.live.start()
+            self._shown(self.live.start)
         elif self.heartbeat_s > 0:
             self.beat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
             self.beat.start()
@@ -130,8 +134,8 @@ class Progress:
     def close(self) -> None:
         self.stop.set()
         if self.live is not None:
-            self.live.stop()
-            self.live = None
+            live, self.live = self.live, None
+            self._shown(live.stop)
         if self.beat is not None:
             self.beat.join()
             self.beat = None
@@ -154,7 +158,23 @@ class Progress:
             self._say(f"[{self._counts()}] {text}")
 
     def _say(self, text: str) -> None:
-        self.console.print(visible(text), markup=False, highlight=False, soft_wrap=True)  # never wrapped
+        self._shown(lambda: self.console.print(visible(text), markup=False, highlight=False, soft_wrap=True))
+
+    def _shown(self, show: Callable[[], object]) -> None:
+        """Show something; if the console fails, go dark for the rest of the run. Events come
+        from the attempts' threads: an error here would end an attempt, not just the view."""
+        try:
+            show()
+        except (OSError, SystemExit):  # rich raises SystemExit(1) on a broken pipe
+            self.go_dark()
+
+    def go_dark(self) -> None:
+        """Show nothing more: the live screen stops, and every later line goes nowhere."""
+        self.console, self.interactive = Console(quiet=True), False
+        live, self.live = self.live, None
+        if live is not None:  # half started, perhaps: whatever stopping it raises, nothing is shown anyway
+            with contextlib.suppress(Exception, SystemExit):
+                live.stop()
 
     def _counts(self) -> str:
         return f"{len(self.finished)}/{len(self.rows)} running {len(self._running())}"
