@@ -228,6 +228,24 @@ def test_a_run_on_all_gpus_of_a_host_that_nvidia_smi_lists(fake_smi, runs, tmp_p
     assert {s["gpus"] for s in lifetimes(journal)} == {"0", "1", "2", "3"}
 
 
+@pytest.mark.parametrize(
+    ("where", "seen"),
+    [("nowhere", "PCI_BUS_ID"), ("server.env", "FASTEST_FIRST"), ("the matrix", "FASTEST_FIRST")],
+)
+def test_the_spec_s_own_device_order_wins(fake_smi, runs, tmp_path, where, seen):
+    """diagbench asks for PCI bus order (nvidia-smi's numbering) only where the spec says nothing."""
+    server: dict[str, Any] = {"command": fake_command("env=CUDA_DEVICE_ORDER", f"out={READY}", "hang")}
+    matrix = None
+    if where == "server.env":
+        server["env"] = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    if where == "the matrix":
+        matrix = {"order": {"env": "CUDA_DEVICE_ORDER", "values": ["FASTEST_FIRST"]}}
+    (record,) = runs.run(write_spec(tmp_path, server, matrix), gpus="0").records
+    assert record.outcome.value == "ready"
+    log = (runs.last.run_dir.cells / record.attempt / "server.log").read_text()
+    assert log.splitlines()[0] == f"CUDA_DEVICE_ORDER={seen}"
+
+
 # -- pure parts ---------------------------------------------------------------------------------
 
 

@@ -42,7 +42,9 @@ class LocalExecutor:
         gpu_info = self._settle_gpu(watched, cancel)
         events.on_start(item, slot)
         env = self.slots.env(slot) if self.slots else {}
-        server = dataclasses.replace(self.server, env={**self.server.env, **env}) if env else self.server
+        # the spec's own values win: its CUDA_DEVICE_ORDER (diagbench's PCI_BUS_ID is only a
+        # default); CUDA_VISIBLE_DEVICES in server.env was refused before the run began
+        server = dataclasses.replace(self.server, env={**env, **self.server.env}) if env else self.server
         record = run_attempt(
             item,
             server,

@@ -169,7 +169,8 @@ def _indices(ids: Sequence[str], gpus: Sequence[Gpu]) -> dict[str, int]:
 def _order_env(ids: Sequence[str], environ: Mapping[str, str], ours: bool) -> dict[str, str]:
     """Indices we hand out are nvidia-smi's (PCI bus order); CUDA's default order
     (FASTEST_FIRST) can differ on a host with mixed GPUs, so say which order is meant.
-    An inherited list keeps the order it was written for, and so does a user's own setting."""
+    An inherited list keeps the order it was written for, and so does a user's own setting
+    (inherited here; a spec's server.env or cell env overrides this one for its attempts)."""
     if ours and ORDER_VAR not in environ and any(i.isdigit() for i in ids):
         return {ORDER_VAR: "PCI_BUS_ID"}
     return {}
