@@ -71,9 +71,10 @@ class RecordError(RunDirError):
 class WriteError(RunDirError):
     """A file of the run directory could not be written: the run stops launching and exits 2."""
 
-    def __init__(self, path: Path, exc: OSError):
+    def __init__(self, path: Path, exc: OSError, fix: str = ""):
         self.path, self.strerror = path, exc.strerror or str(exc)
-        super().__init__(f"cannot write {path}: {self.strerror}")
+        text = f"cannot write {path}: {self.strerror}"
+        super().__init__(f"{text} ({fix})" if fix else text)
 
 
 class LaunchError(UserError):

@@ -292,3 +292,60 @@ def test_two_runs_of_one_spec_in_the_same_second_get_their_own_folders(tmp_path)
     finally:
         first.release()
         second.release()
+
+
+def test_a_fixed_port_lease_holds_whatever_each_run_s_tmpdir(tmp_path):
+    """The lease folder is the host's, not TMPDIR's: a second diagbench with another TMPDIR
+    (another shell, CI job or Slurm job) is told who holds the port instead of launching onto it."""
+    port = ports.free_port()
+    server = {"command": fake_command("out=Load weight begin.", "hang"), "port": port, "ready": {"log": "never"}}
+    specs, tmpdirs = [], []
+    for name in ("a", "b"):
+        (tmp_path / name / "tmp").mkdir(parents=True)
+        tmpdirs.append(tmp_path / name / "tmp")
+        specs.append(write_spec(tmp_path / name, {**server, "timeout": "90s" if name == "a" else "5s"}))
+
+    def run(index: int, **kw: object) -> subprocess.Popen[bytes]:
+        spec = specs[index]
+        env = {**os.environ, "TMPDIR": str(tmpdirs[index])}
+        argv = diagbench_argv("run", str(spec), "--runs-dir", str(spec.parent / "runs"))
+        return subprocess.Popen(argv, env=env, **kw)  # type: ignore[call-overload]
+
+    holder = run(0, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: list(tmp_path.glob("a/runs/2*/cells/*/server.log")), what="the holder's launch")
+        second = run(1, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        output = b"".join(second.communicate(timeout=120)).decode()
+    finally:
+        holder.send_signal(signal.SIGINT)
+        holder.communicate(timeout=60)
+    (record,) = _records((tmp_path / "b" / "runs" / "latest").resolve())
+    assert record["outcome"] == "launch_error", output
+    assert record["reason"].startswith(f"port {port} is already in use by diagbench pid {holder.pid} (")
+    assert second.returncode == 2 and holder.returncode == 130
+
+
+def test_leaked_caches_are_looked_for_in_tmp_whatever_this_tmpdir(tmp_path, monkeypatch):
+    """A diagbench that died with another TMPDIR (or none) left its caches folder in /tmp: a
+    sweep from here finds it. (Listed, not removed by a `cleanup` process: any sweep on this
+    host, another test session's too, may remove it first.)"""
+    import shutil
+    import tempfile
+
+    from diagbench.launch.reaper import leaked_folders
+    from diagbench.launch.tags import Owner, caches_prefix, me
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])  # a diagbench that has ended
+    ended.wait()
+    leaked = Path("/tmp") / (caches_prefix(Owner(ended.pid, "1", me().namespace)) + "t3st")
+    elsewhere = tmp_path / "tmp"
+    elsewhere.mkdir()
+    mine = elsewhere / leaked.name
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    try:
+        leaked.mkdir()
+        mine.mkdir()
+        found = leaked_folders()
+        assert leaked in found and mine in found
+    finally:
+        shutil.rmtree(leaked, ignore_errors=True)

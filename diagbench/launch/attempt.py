@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import selectors
-import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from diagbench.errors import LaunchError, WriteError
+from diagbench.launch.caches import compile_caches
 from diagbench.launch.command import build_command, build_env, probe_url
 from diagbench.launch.deaths import Death, Descendants
 from diagbench.launch.logfile import CappedLog, LogStats
 from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import Readiness
 from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
-from diagbench.launch.tags import Owner, Tag, caches_prefix
+from diagbench.launch.tags import Tag
 from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.watch import Decision, PhaseEntered, ReadyRule, Watch
@@ -104,7 +103,7 @@ def run_attempt(
     attempt's own (see Scanner.fork); `hurry` cuts the teardown's grace short.
     Raises WriteError, after teardown, when server.log could not be written."""
     port_label = f"attempt {planned.name} of {tag.run_dir}"
-    with _compile_caches(server, tag.owner) as caches, lease_port(server.port, port_label) as lease:
+    with compile_caches(server.fresh_caches, tag.owner) as caches, lease_port(server.port, port_label) as lease:
         t0 = time.monotonic()
         argv = build_command(server, planned.cell, lease.port)
         env, changes = build_env(server, planned.cell, lease.port, tag, caches)
@@ -163,22 +162,6 @@ def _ready_rule(server: ServerSpec) -> ReadyRule:
         http_path=server.ready_http or "",
         request=server.ready_request.label if server.ready_request else "",
     )
-
-
-@contextlib.contextmanager
-def _compile_caches(server: ServerSpec, owner: Owner) -> Iterator[Path | None]:
-    """A new empty folder for this attempt's compile caches, removed afterwards (fresh_caches).
-    Its name carries its owner, so a later diagbench removes it if this one dies first."""
-    if not server.fresh_caches:
-        yield None
-        return
-    folder = Path(tempfile.mkdtemp(prefix=caches_prefix(owner)))
-    for var in server.fresh_caches:  # made now: TMPDIR must exist, or Python falls back to /tmp
-        (folder / var.lower()).mkdir()
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _supervise(

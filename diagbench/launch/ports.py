@@ -4,7 +4,7 @@ Asking the kernel for a free port (bind to port 0) and handing the number to a s
 leaves a window: the socket is closed before the server binds, and another attempt, of
 this diagbench or of another one, can be handed the same number. So a port is *leased*
 until its attempt has ended: in this process through a registry, across processes
-through a lock file per port under `<tmp>/diagbench-ports/`, held with `flock`. The
+through a lock file per port under `/tmp/diagbench-ports/`, held with `flock`. The
 kernel drops the lock when its holder dies, so a lease never outlives its diagbench.
 
 A foreign program can still take the port between the check and the server's bind;
@@ -18,7 +18,6 @@ import contextlib
 import fcntl
 import os
 import socket
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +27,10 @@ import psutil
 
 from diagbench.errors import LaunchError
 
-LEASE_DIR = "diagbench-ports"
+# Ports are the host's, so every diagbench on it must find the same folder, whatever its
+# TMPDIR (a Slurm job's, a CI job's, macOS's per-user one) or its user: /tmp is that place
+# on every Unix. XDG_RUNTIME_DIR is per user, and /dev/shm is not on every system.
+LEASE_DIR = Path("/tmp") / "diagbench-ports"
 AUTO_TRIES = 100  # the kernel hands out ports at random; a hundred held ones in a row is a full host
 
 _registry: set[int] = set()  # ports leased by this process
@@ -134,7 +136,7 @@ def _same_file(fd: int, path: Path) -> bool:
 
 def _lease_dir() -> Path | None:
     """The shared folder of port locks (sticky and world-writable, like /tmp itself)."""
-    folder = Path(tempfile.gettempdir()) / LEASE_DIR
+    folder = LEASE_DIR
     try:
         folder.mkdir(mode=0o1777, exist_ok=True)
         if folder.stat().st_uid == os.getuid():

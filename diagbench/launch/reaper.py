@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from diagbench.launch.caches import caches_places
 from diagbench.launch.process import Teardown, process_group, stop_processes, tagged_processes
 from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner
 
@@ -31,11 +31,14 @@ class Stray:
     pids: tuple[int, ...]
 
 
-def find_strays() -> list[Stray]:
-    """Every attempt on this host with processes left by a diagbench that has ended."""
+def find_strays(seen: set[Path] | None = None) -> list[Stray]:
+    """Every attempt on this host with processes left by a diagbench that has ended; `seen`
+    gets the run directory of every tagged process, live or not."""
     gone: dict[Owner, bool] = {}
     found: dict[Tag, list[int]] = defaultdict(list)
     for proc, tag in tagged_processes():
+        if seen is not None:
+            seen.add(tag.run_dir)
         if tag.owner not in gone:
             gone[tag.owner] = tag.owner.gone()
         if gone[tag.owner]:
@@ -57,10 +60,11 @@ def stop_stray(stray: Stray, grace: float, hurry: threading.Event | None = None)
 def leaked_folders() -> list[Path]:
     """Temporary folders (an attempt's fresh compile caches) whose diagbench has ended."""
     found = []
-    for folder in Path(tempfile.gettempdir()).glob(CACHES_PREFIX + "*"):
-        owner = caches_owner(folder.name)
-        if owner is not None and _ours(folder) and owner.gone():
-            found.append(folder)
+    for place in caches_places():
+        for folder in place.glob(CACHES_PREFIX + "*"):
+            owner = caches_owner(folder.name)
+            if owner is not None and _ours(folder) and owner.gone():
+                found.append(folder)
     return sorted(found)
 
 
