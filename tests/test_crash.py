@@ -435,3 +435,161 @@ def test_a_diagbench_bug_in_one_attempt_is_recorded_with_its_traceback_and_no_se
     assert secret not in trace and secret not in bad.reason and "<redacted>" in trace
     (error,) = result.harness_errors
     assert "diagbench-error.txt" in error and secret not in error
+
+
+# -- a dead diagbench whose server left nothing running ---------------------------------------
+
+
+def test_kill_9_with_a_childless_server_is_recorded_and_report_is_not_fooled(tmp_path):
+    """The server has no children: the parent-death signal kills it with diagbench, so no
+    process is left for a sweep to find. Its attempt still gets a record, and until the run is
+    finished, `report` says the expect is unchecked (exit 1), never "all held" (exit 0)."""
+    go = tmp_path / "go"
+    spec = write_spec(
+        tmp_path,
+        {"command": fake_command(f"wait-for={go}", f"out={READY}", "hang"), "timeout": "90s"},
+        matrix={"n": {"env": "N", "values": ["1", "2"]}},
+        expect=[{"when": {"n": "1"}, "outcome": "ready"}],
+    )
+    runs_dir = tmp_path / "runs"
+    proc = _start("run", str(spec), "--runs-dir", str(runs_dir))
+    try:
+        wait_until(lambda: (runs_dir / "latest").exists() and sweep_tagged(runs_dir / "latest"), what="the server")
+        run = (runs_dir / "latest").resolve()
+        (server,) = sweep_tagged(run)
+    finally:
+        proc.kill()
+    proc.wait()
+    wait_until(lambda: not _alive(server), timeout=10, what="the server to die with diagbench")
+    before = _diagbench("report", str(run))
+    assert before.returncode == 1, before.stdout + before.stderr
+    unchecked = "diagbench: expect #1 not checked: the run is partial (001-n-1-r1 never ended with a result); "
+    assert unchecked + f"finish it with: diagbench run --resume {run}" in before.stderr
+
+    cleanup = _diagbench("cleanup", "--runs-dir", str(runs_dir))
+    assert cleanup.returncode == 0, cleanup.stderr
+    record = run / "cells" / "001-n-1-r1" / "result.json"
+    assert cleanup.stdout.splitlines() == [
+        f"diagbench pid {proc.pid} died while attempt 001-n-1-r1 of {run} ran (no process left, no record); "
+        f"recorded as cancelled in {record}"
+    ]
+    (only,) = _records(run).values()  # the second attempt never launched: nothing to record
+    assert only["outcome"] == "cancelled" and only["attempt"] == "001-n-1-r1"
+    assert only["reason"].startswith(f"diagbench (pid {proc.pid}) died while it ran; ")
+    assert "diagbench cleanup" in only["reason"]
+    (entry,) = json.loads((run / "cleanup.json").read_text())
+    assert entry["attempt"] == "001-n-1-r1" and entry["owner_pid"] == proc.pid
+    assert _diagbench("cleanup", "--runs-dir", str(runs_dir)).stdout.startswith("nothing to clean up")
+    after = _diagbench("report", str(run))
+    assert after.returncode == 1 and unchecked in after.stderr and "cancelled" in after.stdout
+
+    go.touch()
+    resumed = _diagbench("run", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [r["outcome"] for r in _records(run).values()] == ["ready", "ready"]
+    assert _diagbench("report", str(run)).returncode == 0
+    assert sweep_tagged(run) == []
+
+
+def test_the_sweep_says_what_it_waits_for_and_ctrl_c_opens_no_run(tmp_path):
+    """A new run finds a dead run's server still in its grace period: it says so before
+    waiting, and a Ctrl-C meanwhile ends it (130) once that server is stopped, with no new
+    run directory and nothing launched."""
+    (tmp_path / "dead").mkdir()
+    dead_spec = write_spec(
+        tmp_path / "dead",
+        {
+            "command": fake_command("ignore-term", "child", "out=Load weight begin.", "hang"),
+            "ready": {"log": "never"},
+            "timeout": "90s",
+            "grace": "4s",
+        },
+    )
+    dead_runs = tmp_path / "dead" / "runs"
+    dead = _start("run", str(dead_spec), "--runs-dir", str(dead_runs))
+    try:
+        wait_until(
+            lambda: (dead_runs / "latest").exists() and len(sweep_tagged(dead_runs / "latest")) == 2, what="a tree"
+        )
+    finally:
+        dead.kill()
+    dead.wait()
+    run = (dead_runs / "latest").resolve()
+    wait_until(lambda: len(sweep_tagged(run)) == 1, timeout=10, what="the main process to die with diagbench")
+
+    (tmp_path / "new").mkdir()
+    new_spec = write_spec(tmp_path / "new", {"command": fake_command(f"out={READY}", "hang")})
+    new_runs = tmp_path / "new" / "runs"
+    proc = subprocess.Popen(
+        diagbench_argv("run", str(new_spec), "--runs-dir", str(new_runs)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)  # while the sweep waits out the dead run's grace
+        rest = proc.communicate(timeout=60)
+    finally:
+        _stop(proc)
+    assert line == f"diagbench: stopping what diagbench pid {dead.pid} left running in {run} (up to 4s)\n"
+    assert proc.returncode == 130, rest
+    assert "interrupted before the run began: nothing was opened or launched" in rest[1]
+    assert "Resume:" not in rest[1] and "Traceback" not in rest[1]
+    assert not new_runs.exists() or not any(new_runs.iterdir())
+    assert _records(run)["001-only-x-r1"]["outcome"] == "cancelled"  # the dead run's attempt, recorded
+    assert sweep_tagged(run) == []
+
+
+# -- a temporary folder that cannot be used ----------------------------------------------------
+
+
+def test_an_unusable_temporary_folder_stops_the_run_as_a_full_disk_does(tmp_path):
+    """fresh_caches needs a folder per attempt in the temporary folder; where none can be
+    made (full, unwritable) the run stops with one line and exit 2, not `internal_error` x N."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    tmp = blocker / "tmp"  # nothing can be made under a file, even by root
+    spec = write_spec(
+        tmp_path,
+        {"command": fake_command(f"out={READY}", "hang"), "fresh_caches": True},
+        matrix={"n": {"env": "N", "values": ["1", "2", "3"]}},
+    )
+    # tempfile, not TMPDIR: Python quietly falls back to /tmp from an unusable TMPDIR
+    code = f"import sys, tempfile; tempfile.tempdir = {str(tmp)!r}; from diagbench.cli import app; app()"
+    runs_dir = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "run", str(spec), "--runs-dir", str(runs_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("diagbench:")]
+    assert line.startswith(f"diagbench: cannot write {tmp}: Not a directory (server.fresh_caches makes a folder")
+    assert "set TMPDIR to a writable folder); the run stopped" in line
+    assert "Traceback" not in proc.stdout + proc.stderr
+    run = (runs_dir / "latest").resolve()
+    assert [r["outcome"] for r in _records(run).values()] == ["cancelled"] * 3  # never internal_error
+    assert sweep_tagged(run) == []
+
+
+def test_a_caches_folder_half_made_is_removed(tmp_path, monkeypatch):
+    from diagbench.errors import WriteError
+    from diagbench.launch.caches import compile_caches
+    from diagbench.launch.tags import me
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    real = Path.mkdir
+
+    def full_at_the_second(self: Path, *args: object, **kw: object) -> None:
+        if self.name == "triton_cache_dir":  # as a tmpfs out of inodes would, after the first folders
+            raise OSError(28, "No space left on device", str(self))
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", full_at_the_second)
+    with pytest.raises(WriteError) as raised, compile_caches(("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"), me()):
+        pass
+    assert str(raised.value).startswith(f"cannot write {tmp_path}: No space left on device (")
+    assert list(tmp_path.iterdir()) == []

@@ -45,10 +45,11 @@ def check_launchable(spec: Spec, only: Sequence[str], resume: bool) -> list[str]
     return lines
 
 
-def say_problems(*views: RunView) -> None:
-    """A run's unreadable records and setup failures, one line each on stderr."""
-    from diagbench.judge.view import problems
+def say_problems(*views: RunView, expects: bool = False) -> None:
+    """A run's unreadable records and setup failures, one line each on stderr; with `expects`,
+    also each expect a partial run leaves unchecked."""
+    from diagbench.judge.view import problems, unchecked
 
     for view in views:
-        for line in problems(view):
+        for line in [*problems(view), *(unchecked(view) if expects else [])]:
             err.print(f"diagbench: {visible(line)}", markup=False)

@@ -2,17 +2,42 @@
 
 from __future__ import annotations
 
-from diagbench.cli.app import app, guarded, out
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from diagbench.cli.app import app, err, guarded, out
+
+if TYPE_CHECKING:
+    from diagbench.execute.sweep import Sweep, Waiting
 
 
 @app.command()
-def cleanup() -> None:
+def cleanup(
+    runs_dir: Annotated[
+        Path, typer.Option(metavar="DIR", help="where runs are (default runs/): their unrecorded attempts are recorded")
+    ] = Path("runs"),
+) -> None:
     """Stop processes left by a diagbench that died, record them in its run, remove its temporary folders."""
-    from diagbench.execute.sweep import sweep_host
     from diagbench.render.cleanup import describe_sweep
 
-    sweep = guarded(lambda: sweep_host("diagbench cleanup"))
+    sweep = sweep_saying_so("diagbench cleanup", [runs_dir])
     if sweep.empty:
         out.print("nothing to clean up: no process or temporary folder of an ended diagbench here", markup=False)
     for line in describe_sweep(sweep):
         out.print(line, markup=False, highlight=False, soft_wrap=True)  # one finding, one line
+
+
+def sweep_saying_so(by: str, runs_dirs: Sequence[Path], hurry: threading.Event | None = None) -> Sweep:
+    """Sweep the host (and `runs_dirs`); before waiting on a dead run's servers, say so on
+    stderr: the wait may last that run's whole grace period."""
+    from diagbench.execute.sweep import sweep_host
+    from diagbench.render.cleanup import describe_wait
+
+    def waiting(what: Waiting) -> None:
+        err.print(f"diagbench: {describe_wait(what)}", markup=False, highlight=False, soft_wrap=True)
+
+    return guarded(lambda: sweep_host(by, hurry, runs_dirs, waiting))

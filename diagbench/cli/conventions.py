@@ -19,7 +19,10 @@ EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
     f"  {code.value:>3}  {words}"
     for code, words in (
         (ExitCode.OK, "the run completed and every expect held"),
-        (ExitCode.EXPECT_VIOLATED, "an expect was violated (with --strict, also a hypothesis not supported)"),
+        (
+            ExitCode.EXPECT_VIOLATED,
+            "an expect was violated or left unchecked (with --strict, also a hypothesis not supported)",
+        ),
         (ExitCode.USAGE, "the spec, the command line or a run directory is unusable"),
         (ExitCode.HARNESS, "diagbench itself failed (a bug: please report it)"),
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM); resume with --resume RUN"),

@@ -72,8 +72,8 @@ def plan(
 
 
 REPORT_EXIT_CODES = (
-    "\b\nExit codes: 0 every expect held; 1 an expect was violated (with --strict, also a hypothesis\n"
-    "not supported); 2 bad usage or an unreadable run directory."
+    "\b\nExit codes: 0 every expect held; 1 an expect was violated, or not checked because the run is\n"
+    "partial (with --strict, also a hypothesis not supported); 2 bad usage or an unreadable run directory."
 )
 
 
@@ -111,7 +111,7 @@ def report(
             Format.junit: render_junit,
         }
         sys.stdout.write(renderers.get(format, render_html)(view))
-    say_problems(view)
+    say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
 
 

@@ -108,7 +108,7 @@ def run(
     # from here on a signal stops the run in order: diagbench exits only once every server
     # is gone and every record, verdict and table is written (a second one hurries it)
     with stop_on_signals(cancel):
-        _sweep_first("diagbench run --resume" if resume else "diagbench run", cancel)
+        _sweep_first(resume, runs_dir, cancel)
         progress = Progress(out, timeout_s=loaded_spec.server.timeout)
         try:
             result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
@@ -117,13 +117,19 @@ def run(
         _finish(result, strict, junit, loaded_spec)
 
 
-def _sweep_first(by: str, cancel: Cancel) -> None:
-    """Before launching: stop what a diagbench that died left running (never a live one's)."""
-    from diagbench.execute.sweep import sweep_host
+def _sweep_first(resume: Path | None, runs_dir: Path, cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's),
+    and record what it left unrecorded. A Ctrl-C meanwhile ends here: nothing opened or launched."""
+    from diagbench.cli.cleanup import sweep_saying_so
     from diagbench.render.cleanup import describe_sweep
 
-    for line in describe_sweep(guarded(lambda: sweep_host(by, cancel.urgent))):
+    by = "diagbench run --resume" if resume else "diagbench run"
+    sweep = sweep_saying_so(by, [resume.parent if resume else runs_dir], cancel.urgent)
+    for line in describe_sweep(sweep):
         err.print(f"diagbench: {line}", markup=False, highlight=False)
+    if cancel.is_set():
+        err.print("diagbench: interrupted before the run began: nothing was opened or launched", markup=False)
+        raise typer.Exit(ExitCode.INTERRUPTED)
 
 
 def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> NoReturn:
@@ -151,7 +157,7 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
         for line in result.harness_errors:
             err.print(f"diagbench failed in {line}", markup=False)
         raise typer.Exit(ExitCode.HARNESS)
-    say_problems(view)
+    say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
 
 

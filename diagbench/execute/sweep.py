@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import DiagbenchError
+from diagbench.execute.orphans import CLEANUP_LOG, Orphan, append_to_log, record_orphans
 from diagbench.launch.ports import remove_stale_leases
 from diagbench.launch.process import Teardown
 from diagbench.launch.reaper import Stray, find_strays, leaked_folders, remove_folder, stop_stray
@@ -24,7 +26,6 @@ from diagbench.vocab import Outcome
 
 DEFAULT_GRACE_S = 10.0
 MAX_GRACE_S = 30.0  # a dead run's own grace, but a cleanup never waits longer than this
-CLEANUP_LOG = "cleanup.json"
 
 
 @dataclass(frozen=True)
@@ -41,25 +42,60 @@ class Swept:
 @dataclass
 class Sweep:
     attempts: list[Swept] = field(default_factory=list)
+    orphans: list[Orphan] = field(default_factory=list)  # launched, unrecorded, nothing left running
     folders: list[Path] = field(default_factory=list)  # temporary folders removed
 
     @property
     def empty(self) -> bool:
-        return not self.attempts and not self.folders
+        return not self.attempts and not self.orphans and not self.folders
 
 
-def sweep_host(by: str, hurry: threading.Event | None = None) -> Sweep:
-    """Stop every attempt left by a diagbench that has ended, and record each in its run.
-    `by` names the command sweeping (for the records: "diagbench cleanup")."""
-    strays = find_strays()
+def sweep_host(
+    by: str,
+    hurry: threading.Event | None = None,
+    runs_dirs: Sequence[Path] = (),
+    on_wait: Callable[[Waiting], None] | None = None,
+) -> Sweep:
+    """Stop every attempt left by a diagbench that has ended, and record each in its run,
+    with the launched attempts that left nothing running and no record (looked for under
+    `runs_dirs` and where tagged processes' runs are). `by` names the command sweeping (for
+    the records: "diagbench cleanup"); `on_wait` hears, before it, each dead run waited on."""
+    seen: set[Path] = set()
+    strays = find_strays(seen)
     sweep = Sweep()
+    teardowns: list[Teardown] = []
     if strays:  # teardowns at once (each may wait its grace), then the records one by one
+        graces = [_grace(_manifest(s.tag.run_dir)) for s in strays]
+        for waiting in _waits(strays, graces):
+            if on_wait is not None:
+                on_wait(waiting)
         with ThreadPoolExecutor(max_workers=min(16, len(strays)), thread_name_prefix="sweep") as pool:
-            teardowns = list(pool.map(lambda s: stop_stray(s, _grace(_manifest(s.tag.run_dir)), hurry), strays))
-        sweep.attempts = [_write_down(s, t, by) for s, t in zip(strays, teardowns, strict=True)]
+            teardowns = list(pool.map(lambda s, g: stop_stray(s, g, hurry), strays, graces))
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    skip = {(s.tag.run_dir, s.tag.attempt) for s in strays}
+    sweep.orphans = record_orphans([*runs_dirs, *sorted({d.parent for d in seen})], by, at, skip)
+    sweep.attempts = [_write_down(s, t, by) for s, t in zip(strays, teardowns, strict=True)]
     sweep.folders = [f for f in leaked_folders() if remove_folder(f)]
     remove_stale_leases()  # bookkeeping of ports, nothing to report
     return sweep
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A dead run whose leftovers the sweep stops, and the longest it may wait for them."""
+
+    owner_pid: int
+    run_dir: Path
+    grace_s: float
+
+
+def _waits(strays: Sequence[Stray], graces: Sequence[float]) -> list[Waiting]:
+    """One per dead diagbench and run directory, with the longest grace among its strays."""
+    longest: dict[tuple[int, Path], float] = {}
+    for stray, grace in zip(strays, graces, strict=True):
+        key = (stray.tag.owner.pid, stray.tag.run_dir)
+        longest[key] = max(grace, longest.get(key, 0.0))
+    return [Waiting(pid, run_dir, grace) for (pid, run_dir), grace in longest.items()]
 
 
 def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
@@ -131,21 +167,16 @@ def _record(stray: Stray, teardown: Teardown, at: str, by: str, manifest: dict[s
 
 
 def _log(stray: Stray, teardown: Teardown, at: str, by: str) -> None:
-    """Append to the run's cleanup.json: every sweep of it, record or not."""
-    path = stray.tag.run_dir / CLEANUP_LOG
-    entries = _read_list(path)
-    entries.append(
-        {
-            "at": at,
-            "by": by,
-            "by_pid": me().pid,
-            "attempt": stray.tag.attempt,
-            "owner_pid": stray.tag.owner.pid,
-            "killed": [_killed_json(k) for k in teardown.killed],
-            "left_behind": teardown.left_behind,
-        }
-    )
-    write_json(path, entries)
+    entry = {
+        "at": at,
+        "by": by,
+        "by_pid": me().pid,
+        "attempt": stray.tag.attempt,
+        "owner_pid": stray.tag.owner.pid,
+        "killed": [_killed_json(k) for k in teardown.killed],
+        "left_behind": teardown.left_behind,
+    }
+    append_to_log(stray.tag.run_dir, entry)
 
 
 def _killed_json(k: Killed) -> dict[str, Any]:
@@ -155,11 +186,6 @@ def _killed_json(k: Killed) -> dict[str, Any]:
 def _manifest(run_dir: Path) -> dict[str, Any]:
     data = _read_json(run_dir / "manifest.json")
     return data if isinstance(data, dict) else {}
-
-
-def _read_list(path: Path) -> list[Any]:
-    data = _read_json(path)
-    return data if isinstance(data, list) else []
 
 
 def _read_json(path: Path) -> Any:

@@ -13,7 +13,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor, redact_record
 from diagbench.records.store import LoadedRun, Unreadable
 from diagbench.spec.hypotheses import Expectation, Hypothesis, hypotheses_sha256
-from diagbench.spec.matrix import CellRow
+from diagbench.spec.matrix import CellRow, selects
 from diagbench.vocab import ExitCode, Outcome, VerdictWord
 
 LOG_TAIL_BYTES = 8192
@@ -166,12 +166,33 @@ def problems(view: RunView) -> list[str]:
     return lines
 
 
+def unchecked(view: RunView) -> list[str]:
+    """Each `expect` that selects a planned attempt with no final record (none, or `cancelled`
+    or `internal_error`): the run is partial, so the expect is not known to hold."""
+    final = {r.attempt for r in view.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
+    lines = []
+    for exp in view.expectations:
+        missing = [a["attempt"] for a in view.planned if a["attempt"] not in final and selects(exp.when, _params(a))]
+        if missing:
+            few = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            lines.append(
+                f"expect #{exp.index + 1} not checked: the run is partial ({few} never ended with a result); "
+                f"finish it with: diagbench run --resume {view.path}"
+            )
+    return lines
+
+
+def _params(planned: dict[str, Any]) -> dict[str, str]:
+    params = planned.get("params")
+    return params if isinstance(params, dict) else {}
+
+
 def exit_code(view: RunView, strict: bool) -> ExitCode:
     """2 a record unreadable or no attempt could start; 0 all expectations held; 1 one was
-    violated (with strict: or a hypothesis not supported)."""
+    violated, or could not be checked (a partial run), or with strict a hypothesis not supported."""
     if problems(view):
         return ExitCode.USAGE
-    if view.violations:
+    if view.violations or unchecked(view):
         return ExitCode.EXPECT_VIOLATED
     if strict and any(v.verdict is not VerdictWord.SUPPORTED for v in view.verdicts):
         return ExitCode.EXPECT_VIOLATED

@@ -57,6 +57,11 @@ class Owner:
         return started is None or started != self.started
 
 
+def running(pid: int) -> bool:
+    """Whether some process (whichever) has this pid now."""
+    return _start_time(pid) is not None
+
+
 def me() -> Owner:
     """This diagbench process."""
     return _owner(os.getpid())  # by pid: a forked child is another owner
