@@ -154,7 +154,8 @@ def _record(run_dir: Path, planned: dict[str, Any], owner: int | None, by: str, 
     )
     try:
         write_json(folder / "result.json", record.to_json())
-        append_to_log(run_dir, {"at": at, "by": by, "by_pid": me().pid, "attempt": attempt, "owner_pid": owner})
+        entry = {"at": at, "by": by, "by_pid": me().pid, "attempt": attempt, "owner_pid": owner}
+        append_to_log(run_dir, {**entry, "killed": [], "left_behind": []})  # as a sweep's: nothing was left
     except DiagbenchError as exc:  # an unwritable run directory must not stop the sweep
         return Orphan(run_dir, attempt, owner, None, f"not recorded: {exc}")
     return Orphan(run_dir, attempt, owner, folder / "result.json", f"written to {run_dir / CLEANUP_LOG}")

@@ -170,6 +170,7 @@ def unchecked(view: RunView) -> list[str]:
     """Each `expect` that selects a planned attempt with no final record (none, or `cancelled`
     or `internal_error`): the run is partial, so the expect is not known to hold."""
     final = {r.attempt for r in view.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
+    final |= {u.path.parent.name for u in view.unreadable if u.path.name == "result.json"}  # named already
     lines = []
     for exp in view.expectations:
         missing = [a["attempt"] for a in view.planned if a["attempt"] not in final and selects(exp.when, _params(a))]
