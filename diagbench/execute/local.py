@@ -14,7 +14,7 @@ from diagbench.launch.attempt import run_attempt
 from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor, redact_record
+from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
@@ -58,7 +58,7 @@ class LocalExecutor:
             gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
             record = dataclasses.replace(record, gpu=gpu_info)
         record = dataclasses.replace(record, gpus=list(slot.gpus), executor=local_place())
-        secrets = Redactor.of([self.server.env, item.cell.env], [self.server.command, item.cell.args])
+        secrets = server_redactor(self.server, [item.cell.env], [item.cell.args])
         return redact_record(record, secrets)
 
     def _watched(self, slot: Slot) -> list[int] | None:

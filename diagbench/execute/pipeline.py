@@ -19,7 +19,7 @@ from diagbench.judge.verdicts import Verdict, Violation, check_expectations, jud
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor
+from diagbench.records.redact import server_redactor
 from diagbench.records.store import (
     RunDir,
     load_run,
@@ -124,7 +124,7 @@ def _launch_and_judge(
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
     executor = placement.executor(spec, run_dir, slots, decider, done, todo)
-    secrets = Redactor.of([spec.server.env], [spec.server.command])
+    secrets = server_redactor(spec.server)
     scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done, secrets)
     order = {p.name: i for i, p in enumerate(planned)}
     records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))
