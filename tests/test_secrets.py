@@ -309,3 +309,31 @@ def test_the_url_password_pattern_blanks_what_it_did_before_it_was_made_linear()
     differ = [text for text in itertools.chain(short, long) if blanked(old, text) != blanked(_URL_PASSWORD, text)]
     assert differ == []
     assert blanked(_URL_PASSWORD, "see 1git+ssh://me:pw@host/x") == f"see 1git+ssh://me:{REDACTED}@host/x"
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_classify_prints_a_logs_lines_with_their_secrets_blanked(tmp_path: Path, how: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "loading\n"
+        f"ServerArgs(api_key='{SECRETS['service_env']}', hf={SECRETS['hf_env']!r}, model='m')\n"
+        f"GET /health?token={SECRETS['token_eq_flag']}&v=1 with {SECRETS['caller_env']}\n"
+        f"torch.OutOfMemoryError: CUDA out of memory. --api-key {SECRETS['api_key_flag']}\n"
+    )
+    source = ("server.log",) if how == "file" else ("-",)
+    shown = {}
+    for extra in ((), ("--json",)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "diagbench", "classify", *source, *extra],
+            input=log.read_text() if how == "stdin" else None,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"]},
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        shown[extra] = proc.stdout
+    assert leaks(shown[()] + shown[("--json",)]) == []
+    assert json.loads(shown[("--json",)])["line"] == f"torch.OutOfMemoryError: CUDA out of memory. --api-key {REDACTED}"
+    assert f"GET /health?token={REDACTED}&v=1 with {REDACTED}" in shown[()]  # context lines too

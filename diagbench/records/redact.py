@@ -29,6 +29,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.sensitive import REDACTED, SHAPE, secret_flag, secret_name, secret_template
 
 if TYPE_CHECKING:
+    from diagbench.logs.classify import Classification
     from diagbench.spec.load import ServerSpec, Spec
 
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
@@ -259,6 +260,11 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         reason=redactor.log(record.reason),
         evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
     )
+
+
+def redact_classification(result: Classification, redactor: Redactor) -> Classification:
+    """`classify`'s answer safe to print: its deciding line blanked (clipped, as a record's is)."""
+    return replace(result, line=None if result.line is None else redactor.cut(result.line))
 
 
 def redact(env: Mapping[str, str | None]) -> dict[str, str | None]:
