@@ -406,3 +406,32 @@ def test_only_a_gone_owner_s_processes_are_strays(tmp_path):
         for proc in procs.values():
             proc.kill()
             proc.wait()
+
+
+def test_a_diagbench_bug_in_one_attempt_is_recorded_with_its_traceback_and_no_secret(runs, tmp_path, monkeypatch):
+    """A bug inside one attempt is `internal_error` (never `cancelled`), the other attempts
+    still run, and the traceback a bug report needs is kept in the attempt's folder, blanked."""
+    import diagbench.execute.local as local
+
+    secret = "hf_" + "q" * 30
+    real = local.run_attempt
+
+    def buggy(planned, *args, **kw):  # diagbench's own code failing for one cell only
+        if planned.cell.params["mode"] == "bad":
+            raise RuntimeError(f"bug while handling {secret}")
+        return real(planned, *args, **kw)
+
+    monkeypatch.setattr(local, "run_attempt", buggy)
+    ready = fake_command("out=The server is fired up and ready to roll!", "hang")
+    spec = write_spec(
+        tmp_path, {"command": ready, "env": {"HF_TOKEN": secret}}, {"mode": {"env": "M", "values": ["bad", "good"]}}
+    )
+    result = runs.run(spec)
+    outcomes = {r.params["mode"]: r.outcome.value for r in result.records}
+    assert outcomes == {"bad": "internal_error", "good": "ready"}
+    bad = next(r for r in result.records if r.params["mode"] == "bad")
+    trace = (result.run_dir.cells / bad.attempt / "diagbench-error.txt").read_text()
+    assert "Traceback (most recent call last)" in trace and "RuntimeError: bug while handling" in trace
+    assert secret not in trace and secret not in bad.reason and "<redacted>" in trace
+    (error,) = result.harness_errors
+    assert "diagbench-error.txt" in error and secret not in error

@@ -43,7 +43,7 @@ class Recorder:
         self.steps: list[Any] = []
         self.started: list[str] = []
 
-    def on_open(self, run_dir: Any, planned: Any) -> None:
+    def on_open(self, run_dir: Any, planned: Any, done: Any = ()) -> None:
         return None
 
     def on_start(self, item: Any, slot: Any) -> None:

@@ -19,6 +19,7 @@ from diagbench.judge.verdicts import Verdict, Violation, check_expectations, jud
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
 from diagbench.records.store import (
     RunDir,
     load_run,
@@ -97,7 +98,7 @@ def execute(
             facts = host.collect(spec.path.resolve().parent)
             settings = {**_settings(options, slots), "executor": placement.to_json()}
             run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
-        events.on_open(run_dir, planned)
+        events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
     finally:
         run_dir.release()
@@ -123,7 +124,8 @@ def _launch_and_judge(
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
     executor = placement.executor(spec, run_dir, slots, decider, done, todo)
-    scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done)
+    secrets = Redactor.of([spec.server.env], [spec.server.command])
+    scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done, secrets)
     order = {p.name: i for i, p in enumerate(planned)}
     records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))
     result = RunResult(run_dir, records, interrupted=scheduled.interrupted, harness_errors=scheduled.harness_errors)

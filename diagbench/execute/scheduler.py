@@ -12,8 +12,10 @@ it waits makes the teardowns hurry, never abandons them.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +26,7 @@ from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.slots import Slot
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
@@ -39,6 +42,8 @@ class Executor(Protocol):
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord: ...
 
+
+TRACEBACK = "diagbench-error.txt"  # in the attempt's folder, when diagbench itself failed there
 
 # Before each launch: a reason not to launch it (it can no longer change a verdict), or None.
 Gate = Callable[[PlannedAttempt, Sequence[AttemptRecord]], "str | None"]
@@ -61,9 +66,12 @@ def run_attempts(
     cancel: Cancel,
     gate: Gate | None = None,
     done: Sequence[AttemptRecord] = (),
+    secrets: Redactor | None = None,
 ) -> Scheduled:
-    """Launch every attempt in `todo` in order, at most one per slot at a time."""
+    """Launch every attempt in `todo` in order, at most one per slot at a time. `secrets`
+    (the server's own env and command) are blanked out of a diagbench bug's traceback."""
     run = _Run(executor, run_dir, events, cancel, done)
+    run.secrets = secrets or Redactor.of()
     for slot in slots:
         run.free.put(slot)
     futures: list[Future[AttemptRecord]] = []
@@ -93,6 +101,7 @@ class _Run:
         self.free: queue.Queue[Slot] = queue.Queue()
         self.lock = threading.Lock()
         self.finished: list[AttemptRecord] = list(done)
+        self.secrets = Redactor.of()
 
     def launch_in_order(
         self,
@@ -122,13 +131,22 @@ class _Run:
             except WriteError as exc:
                 self.stop_writing(exc)
                 record = not_run(item, Outcome.CANCELLED, f"stopped: {exc}")
-            except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
-                with self.lock:
-                    self.result.harness_errors.append(f"{item.name}: {type(exc).__name__}: {exc}")
-                record = not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {type(exc).__name__}: {exc}")
+            except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix  # noqa: BLE001
+                record = self.internal_error(item, exc)
             return self.finish(item, record)
         finally:
             self.free.put(slot)  # only now: the record is in before the next launch (and the gate sees it)
+
+    def internal_error(self, item: PlannedAttempt, exc: Exception) -> AttemptRecord:
+        """diagbench's own failure in one attempt: its record, and its traceback for the bug report."""
+        secrets = Redactor(self.secrets.known | Redactor.of([item.cell.env], [item.cell.args]).known)
+        what = secrets.log(f"{type(exc).__name__}: {exc}")
+        where = self.run_dir.cells / item.name / TRACEBACK
+        with contextlib.suppress(OSError, WriteError):  # the record matters more than the traceback
+            self.run_dir.attempt_dir(item.name).joinpath(TRACEBACK).write_text(secrets.log(traceback.format_exc()))
+        with self.lock:
+            self.result.harness_errors.append(f"{item.name}: {what} (traceback: {where})")
+        return not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {what}")
 
     def finish(self, item: PlannedAttempt, record: AttemptRecord) -> AttemptRecord:
         try:

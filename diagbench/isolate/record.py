@@ -90,7 +90,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Isolation:
-    """The whole answer (design.md 3.4), plus why, the suspects of an unfinished one, and the commands."""
+    """The whole answer (isolation.json), plus why, the suspects of an unfinished one, and the commands."""
 
     status: Status
     reason: str

@@ -23,6 +23,7 @@ from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, dd
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
+from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
@@ -197,7 +198,9 @@ class Prober:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
         groups = [self._plan(applied, baseline) for applied, baseline in probes]
         todo = [item for group in groups for item in group]
-        scheduled = run_attempts(todo, self.executor, self.slots, self.run_dir, self.events, self.cancel)
+        secrets = Redactor.of([self.problem.server.env], [self.problem.server.command])
+        run_dir, events, cancel = self.run_dir, self.events, self.cancel
+        scheduled = run_attempts(todo, self.executor, self.slots, run_dir, events, cancel, secrets=secrets)
         self.harness_errors.extend(scheduled.harness_errors)
         self.records.extend(scheduled.records)
         by_name = {r.attempt: r for r in scheduled.records}

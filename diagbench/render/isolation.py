@@ -137,7 +137,7 @@ class IsolationProgress:
         self.spinner: Spinner | None = None
         self.running: dict[str, str] = {}
 
-    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
         self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False)
         if self.console.is_terminal:
             self.spinner = self.console.status("launching")
