@@ -11,20 +11,26 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import fake_command, write_spec
 from diagbench.errors import SpecError, UserError
+from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import requested, slurm_notes
+from diagbench.execute.events import QuietEvents
 from diagbench.execute.slots import queue_notes, queue_slots
+from diagbench.execute.slurm import follow
 from diagbench.execute.slurm.commands import JobState, limit_seconds, parse_queue, parse_sacct
 from diagbench.execute.slurm.executor import Turnstile
-from diagbench.execute.slurm.jobs import JobFile, SlurmSettings, job_script, walltime
+from diagbench.execute.slurm.jobs import JobFile, Progress, SlurmSettings, job_script, walltime
 from diagbench.execute.slurm.probe import probe_options
 from diagbench.launch.process import sweep_tagged
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
 from diagbench.spec.load import load_spec
+from diagbench.spec.plan import plan_attempts
+from diagbench.vocab import Outcome
 from diagbench.yamlsrc import write_duration
 
 READY = "The server is fired up and ready to roll!"
@@ -353,3 +359,42 @@ def test_isolate_says_it_launches_here_when_the_spec_names_slurm(tmp_path: Path)
     assert out.stderr.strip() == (
         "diagbench: note: isolate launches on this host (the spec's executor: slurm applies to diagbench run)"
     )
+
+
+class EndedBoard:
+    """What Slurm says of one job that has ended (the rest of Follow is the real thing)."""
+
+    def __init__(self, state: JobState):
+        self.ended = state
+
+    def state(self, job_id: str) -> JobState:
+        return self.ended
+
+
+@pytest.mark.parametrize("worker_started", [True, False], ids=["worker-started", "never-started"])
+def test_a_time_limit_without_a_record_is_a_timeout_only_if_the_worker_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_started: bool
+) -> None:
+    monkeypatch.setattr(follow, "RECORD_LAG_S", 0.2)  # no record is coming: the worker was killed
+    spec = load_spec(write_spec(tmp_path, {"command": fake_command("hang")}))
+    item = plan_attempts(spec.cells, 1)[0]
+    folder = tmp_path / "cells" / item.name
+    folder.mkdir(parents=True)
+    if worker_started:
+        Progress("31", "node7", [], "capture bs=32", time.time()).write(folder)
+    ended = JobState("31", "TIMEOUT", "TimeLimit", "node7", limit="1:30:00")  # a --slurm-arg=--time wins
+    cancel = Cancel()
+    try:
+        board: Any = EndedBoard(ended)  # answers state() as a JobBoard does
+        watch = follow.Follow(item, "31", folder, board, 3.0, cancel, QuietEvents(), lambda _: None, 600.0)
+        record = watch.until_record()
+    finally:
+        cancel.close()
+    if worker_started:
+        assert record.outcome is Outcome.TIMEOUT
+        assert record.reason == "the Slurm job's time limit (90m) ended it in phase capture bs=32 (job 31)"
+        assert record.phase == "capture bs=32"
+    else:
+        assert record.outcome is Outcome.LAUNCH_ERROR
+        assert record.reason == "Slurm job 31 ended TIMEOUT (TimeLimit) without a record"
+    assert record.executor == {"kind": "slurm", "job_id": "31", "node": "node7"}
