@@ -107,7 +107,8 @@ def slurm_notes(spec: Spec, layers: ExecutorSpec, given: ExecutorSpec, parallel:
     notes = queue_notes(spec.server, parallel)
     needs = spec.server.timeout + spec.server.grace
     if layers.time is not None and layers.time < needs:
-        where = ("--slurm-time " if given.time else "executor.time: ") + write_duration(layers.time)
+        spec_said = not given.time and layers.time == spec.executor.time  # a resumed run's: its first --slurm-time
+        where = ("executor.time: " if spec_said else "--slurm-time ") + write_duration(layers.time)
         notes.append(
             f"{where} is shorter than server.timeout + grace ({write_duration(needs)}): an attempt still starting when "
             "Slurm's time limit ends its job is recorded as a timeout"
