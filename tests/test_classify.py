@@ -270,3 +270,13 @@ def test_a_vllm_log_that_ends_at_its_route_listing_is_not_ready(tmp_path: Path) 
     for server in (None, "vllm"):
         got = classify_file(log, SIGS, server=server)
         assert (got.outcome, got.server, got.phase) == ("unknown", "vllm", "serving")
+
+
+def test_choosing_the_vllm_pack_is_not_naming_the_server(tmp_path: Path) -> None:
+    """A bare uvicorn line counts once the server is vLLM (`--server vllm`, `kind: vllm`), not
+    because only vLLM's pack was chosen (the README says so)."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO:     Started server process [1]\nINFO:     Application startup complete.\n")
+    vllm_only = load_packs(["vllm"], tmp_path)
+    assert classify_file(log, vllm_only).outcome == "unknown"
+    assert classify_file(log, vllm_only, server="vllm").signature == "vllm.uvicorn_ready"

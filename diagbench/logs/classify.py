@@ -54,7 +54,9 @@ def classify_file(
     path: Path, signatures: Sequence[Signature], engine: str = "auto", server: str | None = None
 ) -> Classification:
     """Classify a finished log file (a regular file: see `open_log`); `server`: the server
-    that wrote it, if known (else detected from its lines)."""
+    that wrote it, if known (else detected from its lines). After a ready line the rest is
+    read for a bind error, which alone overrules it, so the outcome does not depend on where
+    the blocks fall."""
     with open_log(path) as handle:
         scanner, watch = _start(signatures, engine, server, whole_log=True)
         line_no = size = 0
