@@ -1,6 +1,6 @@
 """diagbench's figures, each printed beside its baseline measured in the same run.
 
-    python benchmarks/bench.py [--quick] [all|latency|scan|memory|overhead|teardown|startup]
+    python benchmarks/bench.py [--quick] [all|latency|scan|memory|overhead|teardown|startup|phases]
 
 Nothing here is a test: it measures and prints. Sizes are the design's (200 MB log,
 1 GB flood); --quick shrinks them for a smoke run.
@@ -25,7 +25,7 @@ from common import fake_command, write_spec
 from diagbench.execute.events import QuietEvents
 from diagbench.execute.pipeline import RunOptions, execute
 from diagbench.spec.load import load_spec
-from scanbench import bench_scan, bench_startup
+from scanbench import bench_phases, bench_scan, bench_startup
 
 
 def pct(values: list[float], p: float) -> float:
@@ -235,6 +235,7 @@ def main() -> None:
         "teardown": (bench_teardown, None, None),
         "scan": (bench_scan, 20, 200),
         "memory": (bench_memory, 100, 1024),
+        "phases": (bench_phases, 10, 40),
     }
     for name, (bench, quick, full) in sizes.items():
         if "all" in args.what or name in args.what:

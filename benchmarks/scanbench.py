@@ -1,6 +1,6 @@
 """Log scan and start-up figures, each beside its baseline measured in the same run.
 
-    python benchmarks/scanbench.py [--quick] [scan|startup ...]    (or: python benchmarks/bench.py scan)
+    python benchmarks/scanbench.py [--quick] [scan|startup|phases ...]    (or: python benchmarks/bench.py scan)
 
 scan: `diagbench classify --json` of a realistic 200 MB log, end to end as a process
 (start-up, reading, every built-in signature), against GNU `grep -E -c -f` with the same
@@ -11,6 +11,10 @@ The pure-`re` engine (`--engine re`) is what a platform without hyperscan gets.
 
 startup: `python -c pass`, `diagbench --help`, and `classify --json` of a ten-line log.
 Times are the best of several runs (wall clock), CPU time (user + system) beside them.
+
+phases: the scanner in 64 KB reads, as `run` scans a live log (every phase change kept, for
+the record's timeline) beside the scan that keeps only the last phase line before each
+decisive line (what classify asks for, and what `run` did before), on three kinds of log.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from common import ROOT
+from diagbench.logs.lines import LineSplitter
+from diagbench.logs.scan import Scanner
 from diagbench.logs.signatures import Signature, builtin_packs, load_packs
 from genlog import generate
 
@@ -138,6 +144,44 @@ def bench_startup(runs: int = 15) -> None:
         print(f"  {name:38} {wall * 1000:6.0f} ms  cpu {cpu * 1000:5.0f} ms{extra}")
 
 
+def _scan_reads(scanner: Scanner, data: bytes, every_phase: bool) -> tuple[float, int]:
+    """Best-of-3 seconds to scan `data` in 64 KB reads, and the hits found."""
+    best, hits = float("inf"), 0
+    for _ in range(3):
+        splitter, line_no, hits = LineSplitter(), 0, 0
+        start = time.perf_counter()
+        for offset in range(0, len(data), 1 << 16):
+            buf = splitter.feed(data[offset : offset + (1 << 16)])
+            if buf:
+                scanned = scanner.scan_block(buf, line_no + 1, markers=False, every_phase=every_phase)
+                line_no, hits = line_no + scanned.lines, hits + len(scanned.hits)
+        best = min(best, time.perf_counter() - start)
+    return best, hits
+
+
+def bench_phases(megabytes: int = 40) -> None:
+    scanner = Scanner(load_packs(builtin_packs(), ROOT))
+    decode = b"[2025-05-01 10:00:00 TP0] Decode batch. #running-req: 1, #token: 1024, gen throughput (token/s): 42.00\n"
+    autotune = b"AUTOTUNE addmm(32x2880, 32x4096, 4096x2880)\n" + b"  triton_mm_21 0.0205 ms 100.0% ACC_TYPE=x\n" * 5
+    bar = b"\rCapturing batches (bs=%d avail_mem=59.10 GB):  %d%%|#####     | 12/23 [00:05<00:04,  2.4it/s]"
+    bars = b"".join(bar % (bs, pct) for bs in range(512, 0, -8) for pct in range(0, 100, 2)) + b"\n"
+    size = megabytes << 20
+    logs = {
+        "no phase lines (the flood benchmark's)": decode * (size // len(decode)),
+        "autotune chatter (one phase, repeated)": autotune * (size // len(autotune)),
+        "capture bars: 64 buckets x 50 updates": bars * (size // 8 // len(bars)),  # the worst: every line a phase
+    }
+    print("\n== live scan in 64 KB reads: every phase change (run) vs the last phase line only (before)")
+    for name, data in logs.items():
+        every, found = _scan_reads(scanner, data, True)
+        last, baseline = _scan_reads(scanner, data, False)
+        mb = len(data) / (1 << 20)
+        print(
+            f"  {name:40} {mb:4.0f} MB: every change {mb / every:5.0f} MB/s ({found} hits), "
+            f"last only {mb / last:5.0f} MB/s ({baseline} hits)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", nargs="*", default=["scan", "startup"])
@@ -147,6 +191,8 @@ def main() -> None:
         bench_scan(20 if args.quick else 200)
     if "startup" in args.what:
         bench_startup()
+    if "phases" in args.what:
+        bench_phases(10 if args.quick else 40)
 
 
 if __name__ == "__main__":

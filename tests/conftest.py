@@ -96,7 +96,7 @@ class Runs:
         self.events.append((kind, item.name, payload))
 
     # the pipeline's RunEvents protocol, recorded as (kind, attempt, payload)
-    def on_open(self, run_dir: Any, planned: Any) -> None:
+    def on_open(self, run_dir: Any, planned: Any, done: Any = ()) -> None:
         return None
 
     def on_start(self, item: Any, slot: Any) -> None:

@@ -46,7 +46,15 @@ def parse(page: str) -> Elements:
     return parser
 
 
-def make_run(folder: Path, cells: int, repeats: int, log_line_mb: float = 0) -> Path:
+def sglang_phases(buckets: int) -> list[PhaseChange]:
+    """SGLang's start-up as its log shows it: load, capture begin, a phase per batch-size bucket, warm-up."""
+    bars = [PhaseChange(f"capture bs={8 * (buckets - i)}", round(5.1 + i * 0.07, 3)) for i in range(buckets)]
+    return [PhaseChange("load", 1.0), PhaseChange("capture", 5.0), *bars, PhaseChange("warm-up", 9.5)]
+
+
+def make_run(
+    folder: Path, cells: int, repeats: int, log_line_mb: float = 0, phases: list[PhaseChange] | None = None
+) -> Path:
     """A run of `cells` batch sizes x 2 modes, `repeats` each, with phases, hostile log text
     and (optionally) a huge line just before the first few deciding lines."""
     run = RunDir(folder / "made")
@@ -71,7 +79,7 @@ def make_run(folder: Path, cells: int, repeats: int, log_line_mb: float = 0) -> 
                         outcome="failed" if failed else "ready",
                         failure_class="oom" if failed else None,
                         evidence={"line_no": 40, "text": ("x" * 5000) + HOSTILE},
-                        phases=[PhaseChange("load", 1.0), PhaseChange("capture bs=8", 5.0 + c)],
+                        phases=phases or [PhaseChange("load", 1.0), PhaseChange("capture bs=8", 5.0 + c)],
                         time_to_outcome_s=10.0 + c,
                         duration_s=11.0 + c,
                         log_lines=41,
@@ -98,12 +106,17 @@ def make_run(folder: Path, cells: int, repeats: int, log_line_mb: float = 0) -> 
 
 
 def test_a_100_attempt_run_is_one_self_contained_page_under_a_megabyte(tmp_path):
-    page = render_html(view_of(load_run(make_run(tmp_path, cells=5, repeats=10, log_line_mb=1))))
+    phases = sglang_phases(57)  # 60 phases each, as SGLang logs them: a piece per bucket made it 1.4 MB
+    assert len(phases) == 60
+    page = render_html(view_of(load_run(make_run(tmp_path, cells=5, repeats=10, log_line_mb=1, phases=phases))))
     size = len(page.encode())
     assert size < 1_000_000, size
     tags = parse(page)
     assert tags.count("details", "attempt") == 100
     assert tags.count("svg", "bar") == 100
+    assert tags.count("svg", "seg") == 100 * 5  # launch, load, capture, warm-up, teardown
+    assert page.count("<title>capture bs=456..8, 57 buckets: 5.00 s → 9.50 s (4.50 s)</title>") == 100
+    assert page.count("capture bs=232 7.06 s") == 100  # the attempt's details still list every phase
     assert tags.count("script") == 1 and tags.count("style") == 1  # inline, and nothing else
     for tag, attrs in tags.tags:
         for name in ("src", "href"):  # nothing to fetch: links point inside the page or the run directory
@@ -182,6 +195,37 @@ def test_a_timeline_is_split_at_each_phase_change_then_teardown():
     ]
 
 
+def test_a_run_of_capture_buckets_is_one_piece_that_names_them():
+    def record(phases: list[PhaseChange]) -> AttemptRecord:
+        return AttemptRecord(
+            cell_id="a=1",
+            repeat=1,
+            attempt="001",
+            params={},
+            command=[],
+            env_changes={},
+            outcome="ready",
+            phases=phases,
+            time_to_outcome_s=10.0,
+        )
+
+    folded = segments(record(sglang_phases(36)))
+    assert [(s.name, s.start, s.end, s.note) for s in folded] == [
+        ("launch", 0.0, 1.0, ""),
+        ("load", 1.0, 5.0, ""),
+        ("capture", 5.0, 9.5, "capture bs=288..8, 36 buckets"),
+        ("warm-up", 9.5, 10.0, ""),
+    ]
+    # buckets apart from each other fold apart; a phase between them stays its own piece
+    apart = [PhaseChange(n, t) for t, n in enumerate(["capture bs=8", "capture bs=4", "compile", "capture bs=2"], 1)]
+    assert [(s.name, s.note) for s in segments(record(apart))] == [
+        ("launch", ""),
+        ("capture", "capture bs=8..4, 2 buckets"),
+        ("compile", ""),
+        ("capture bs=2", ""),
+    ]
+
+
 def test_a_record_from_before_phase_timelines_draws_one_piece_named_for_its_last_phase():
     r = AttemptRecord(
         cell_id="a=1",
@@ -254,3 +298,19 @@ def test_the_log_lines_around_a_deciding_line_never_show_a_secret(tmp_path):
     page = render_html(view_of(load_run(path)))
     assert "    38 | export HF_TOKEN=" in page
     assert "hf_abcdefghij" not in page and "sk-abcdefghij" not in page
+
+
+def test_the_committed_isolation_leads_with_its_culprit_and_steps():
+    from diagbench.isolate.record import read_isolation
+    from diagbench.render.isolation_report import isolation_html
+
+    run = Path(__file__).resolve().parent.parent / "runs" / "refserver-isolate-h200"
+    isolation = read_isolation(run)
+    assert isolation is not None
+    culprit = "culprit: --warmup (good: every, bad: first), --enable-torch-compile (good: -, bad: on)"
+    for page in (isolation_html(view_of(load_run(run)), isolation), (run / "report.html").read_text()):
+        tags = parse(page)
+        assert tags.count("section") and ("section", {"id": "isolation"}) in tags.tags
+        assert culprit in page and "target: failed:cuda_graph_capture (what the bad launch did)" in page
+        assert tags.count("table", "steps") == 1 and page.count('class="badge v-') == len(isolation.steps)
+        assert "6 of 6 attempt(s) recorded" in page and tags.count("svg", "bar") == 6

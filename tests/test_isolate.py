@@ -43,7 +43,7 @@ class Recorder:
         self.steps: list[Any] = []
         self.started: list[str] = []
 
-    def on_open(self, run_dir: Any, planned: Any) -> None:
+    def on_open(self, run_dir: Any, planned: Any, done: Any = ()) -> None:
         return None
 
     def on_start(self, item: Any, slot: Any) -> None:
@@ -166,6 +166,32 @@ def test_the_culprit_can_be_an_equals_form_a_positional_or_a_variable(isolations
     assert len(iso.factors) == 2
     assert iso.status is Status.FOUND and iso.culprit == (culprit[0],)
     assert iso.factor(culprit[0]).kind.value == culprit[1]
+
+
+def test_an_env_word_in_front_is_the_environment_and_its_variable_is_found(isolations):
+    rule = "--rule=FOO=bad=>capture"
+    result = isolations.run(line(rule, "--a", "1"), line(rule, "--a", "2", env="env FOO=bad"))
+    iso = result.isolation
+    assert [(f.name, f.good, f.bad) for f in iso.factors] == [("FOO", None, "bad"), ("--a", "1", "2")]
+    assert iso.status is Status.FOUND and iso.culprit == ("FOO",)
+    assert iso.launches <= 4
+    launched = launched_configurations(result.run_dir.path)
+    assert all(argv.startswith(sys.executable) for argv, *_ in launched)  # env is read, never launched
+    assert [("FOO=bad" in env) for _, *env in launched] == [bool(set(s.applied) & {"FOO"}) for s in iso.steps]
+
+
+def test_env_u_unsets_a_variable_diagbench_itself_has(isolations, monkeypatch):
+    monkeypatch.setenv("X", "1")  # inherited by every launch unless a side unsets it
+    rule = "--rule=X=1=>capture"
+    result = isolations.run(line(rule, env="env -u X"), line(rule, "--y"))
+    iso = result.isolation
+    assert [(f.name, f.label(False), f.label(True)) for f in iso.factors] == [("X", "(unset)", "-"), ("--y", "-", "on")]
+    assert iso.status is Status.FOUND and iso.culprit == ("X",)
+    records = [json.loads(p.read_text()) for p in sorted(result.run_dir.path.glob("cells/*/result.json"))]
+    for record in records:
+        unset = "X" in record["env_changes"] and record["env_changes"]["X"] is None
+        assert unset == (record["outcome"] == "ready"), record["attempt"]
+    assert iso.commands is not None and iso.commands["good"].startswith("env -u X ")
 
 
 def test_a_pair_guilty_only_together_is_found_and_nothing_launches_twice(isolations):
@@ -327,12 +353,44 @@ def test_json_prints_isolation_json_and_exit_0(tmp_path):
     assert "L2: RuntimeError: CUDA error: operation not permitted when stream is capturing" in report.stdout
 
 
+def test_every_report_format_shows_the_isolation_and_isolate_writes_report_html(tmp_path):
+    rule = "--rule=--x=>capture"
+    done = diagbench("isolate", "--good", line(rule), "--bad", line(rule, "--x", "--y"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    assert_none_left(run_dir)
+    written = json.loads((run_dir / "isolation.json").read_text())
+    md = diagbench("report", str(run_dir), "--format", "md", cwd=tmp_path)
+    assert md.returncode == 0, md.stderr
+    assert "### Isolation: found" in md.stdout and "- **culprit: --x (good: -, bad: on)**" in md.stdout
+    assert "| `--x` | flag | - | on |" in md.stdout
+    assert "| 1 | good (none applied) | ready | pass | L2: The server is fired up and ready to roll! |" in md.stdout
+    assert "| 2 | bad (all 2) | failed:cuda_graph_capture | fail | L2: RuntimeError: CUDA error:" in md.stdout
+    assert md.stdout.index("### Isolation") < md.stdout.index("### Cells")
+    assert md.stdout.rstrip().endswith("complete.")  # its plan is what it launched
+    as_json = json.loads(diagbench("report", str(run_dir), "--format", "json", cwd=tmp_path).stdout)
+    assert as_json["isolation"] == written and as_json["complete"] is True
+    html = diagbench("report", str(run_dir), "--format", "html", cwd=tmp_path)
+    assert html.returncode == 0
+    assert html.stdout == (run_dir / "report.html").read_text()  # what isolate left is what report renders
+    section = html.stdout[html.stdout.index('<section id="isolation">') :].split("</section>")[0]
+    assert "<h2>Isolation: found</h2>" in section and "culprit: --x (good: -, bad: on)" in section
+    assert section.count('<span class="badge v-refuted">fail</span>') == sum(
+        s["result"] == "fail" for s in written["steps"]
+    )
+    assert f'<a href="#a-{written["steps"][1]["attempts"][0]}">' in section  # each step opens onto its launch
+
+
 def test_a_misbehaving_baseline_is_exit_2_with_one_message(tmp_path):
     done = diagbench("isolate", "--good", line("--rule=--x=>oom", "--x"), "--bad", line("--x", "--y"), cwd=tmp_path)
     assert done.returncode == 2
     assert "diagbench: the good launch did not come up: failed:oom" in done.stderr
     assert "Traceback" not in done.stderr
     assert len(list(tmp_path.glob("runs/2*/cells/*/result.json"))) == 2
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    assert "the baselines do not behave: the good launch did not come up" in (run_dir / "report.html").read_text()
+    for form in ("table", "md", "json", "html"):
+        assert diagbench("report", str(run_dir), "--format", form, cwd=tmp_path).returncode == 2, form  # as isolate did
 
 
 def test_dry_run_lists_factors_and_commands_and_launches_nothing(tmp_path):
@@ -355,10 +413,49 @@ def test_dry_run_lists_factors_and_commands_and_launches_nothing(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_line_diagbench_prints_with_env_u_pastes_back(tmp_path):
+    """A spec's `unset` label prints as `env -u X ...`; pasted back as --good, it unsets X."""
+    spec = tmp_path / "spec.yaml"
+    command = [sys.executable, str(SERVER), "--rule=X=1=>capture"]
+    spec.write_text(
+        f"""
+name: paste
+server: {{command: {json.dumps(command)}, signatures: [pytorch, sglang], timeout: 30s, grace: 2s}}
+matrix:
+  graphs: {{env: X, values: [unset, "1"]}}
+  compile: {{flag: --compile, values: [off, on]}}
+"""
+    )
+    env = {**os.environ, "COLUMNS": "250", "X": "1"}  # what diagbench inherits: the good side must unset it
+    ask = ["isolate", str(spec), "--good", "graphs=unset,compile=off", "--bad", "graphs=1,compile=on", "--dry-run"]
+    dry = subprocess.run(
+        [sys.executable, "-m", "diagbench", *ask], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    printed = {
+        side: text
+        for side, _, text in (ln.partition(": ") for ln in dry.stdout.splitlines())
+        if side in ("good", "bad")
+    }
+    assert printed["good"].startswith("env -u X "), dry.stdout
+    again = ["isolate", "--good", printed["good"], "--bad", printed["bad"], "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "diagbench", *again], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert [(f["name"], f["unset"]) for f in answer["factors"]] == [("X", ["good"]), ("--compile", [])]
+    assert answer["culprit"] == ["X"] and answer["steps"][0]["outcome"] == "ready"
+    assert answer["commands"] == printed  # and what it prints pastes back again
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    assert_none_left(run_dir)
+    assert_schemas_hold(run_dir)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--good", "serve --x", "--bad", "serve --x"], "diagbench: the good and the bad launch are the same"),
+        (["--good", "env -i serve", "--bad", "serve"], "diagbench: --good: env -i: not supported"),
         (["--good", "a", "--bad", "b", "--timeout", "soon"], "diagbench: --timeout soon: expected a duration"),
         (["--good", "a", "--bad", "b", "--ready", "("], "diagbench: --ready '(': invalid regular expression"),
         (["--good", "a", "--bad", "b", "--signatures", "sglng"], "diagbench: --signatures: unknown pack 'sglng'"),
@@ -395,6 +492,7 @@ def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
     assert iso is not None and iso.status is Status.INTERRUPTED and iso.culprit == ()
     assert [s.label for s in iso.steps] == ["ready", "failed:cuda_graph_capture", "cancelled"]
     assert b"Traceback" not in output
+    assert "<h2>Isolation: interrupted</h2>" in (run_dir / "report.html").read_text()
     assert_none_left(run_dir)
     assert_schemas_hold(run_dir)
 

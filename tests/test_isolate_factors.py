@@ -154,3 +154,108 @@ def test_unusable_axis_terms_say_which(good, message):
     with pytest.raises(UserError) as caught:
         axis_space(AXES, good, "kernel=mma")
     assert str(caught.value) == message
+
+
+# -- env(1) in front of the command ---------------------------------------------------------
+
+
+def test_an_env_word_with_its_variables_is_the_environment_not_the_command():
+    space = derive("prog --port {port} --a 1", "env FOO=bad prog --port {port} --a 2")
+    assert [(f.name, f.kind.value, f.good, f.bad) for f in space.factors] == [
+        ("FOO", "env", None, "bad"),
+        ("--a", "option", "1", "2"),
+    ]
+    assert space.bad.words == ("prog", "--port", "{port}", "--a", "2")
+    assert dict(space.configuration(["FOO"]).env) == {"FOO": "bad"}
+
+
+@pytest.mark.parametrize(
+    "good",
+    ["env -u X prog", "env --unset=X prog", "env -uX prog", "env --unset X prog", "A=0 env -u X -- prog"],
+)
+def test_env_u_unsets_a_variable_on_its_side(good):
+    space = derive(good, "X=1 prog")
+    x = next(f for f in space.factors if f.name == "X")
+    assert (x.kind, x.good, x.bad, x.good_unset, x.bad_unset) == (FactorKind.ENV, None, "1", True, False)
+    assert (x.label(False), x.label(True)) == ("(unset)", "1")
+    assert x.to_json() == {"name": "X", "kind": "env", "good": None, "bad": "1", "unset": ["good"]}
+    assert space.configuration([]).args == ("prog",)
+    assert space.configuration([]).env["X"] is None  # unset for the launch, not inherited
+    assert space.configuration(["X"]).env["X"] == "1"
+
+
+def test_unset_against_inherited_is_a_factor_and_applying_it_inherits():
+    space = derive("env -u X prog", "prog --y")
+    assert [(f.name, f.label(False), f.label(True)) for f in space.factors] == [
+        ("X", "(unset)", "-"),
+        ("--y", "-", "on"),
+    ]
+    assert "X" not in space.configuration(["X"]).env
+
+
+def test_the_line_diagbench_prints_pastes_back_to_the_same_factors():
+    space = derive(
+        "env -u TORCHINDUCTOR_CUDAGRAPHS K=0 prog --port {port}",
+        "K=1 TORCHINDUCTOR_CUDAGRAPHS=1 prog --port {port} --x",
+    )
+    everything = [f.name for f in space.factors]
+    good, bad = shown_command(space.configuration([])), shown_command(space.configuration(everything))
+    assert good == "env -u TORCHINDUCTOR_CUDAGRAPHS K=0 prog --port {port}"
+    again = derive(good, bad)
+    assert again.factors == space.factors
+    assert [c.env for c in (again.configuration([]), again.configuration(everything))] == [
+        {"TORCHINDUCTOR_CUDAGRAPHS": None, "K": "0"},
+        {"K": "1", "TORCHINDUCTOR_CUDAGRAPHS": "1"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("good", "message"),
+    [
+        (
+            "env -i prog",
+            "--good: env -i: not supported; isolate reads env's -u NAME, --unset=NAME and NAME=value "
+            "(each launch inherits diagbench's environment: unset what must not be there with -u NAME)",
+        ),
+        ("env -C /tmp prog", "--good: env -C: not supported; isolate reads"),
+        ("env - prog", "--good: env -: not supported; isolate reads"),
+        ("env --ignore-environment prog", "--good: env --ignore-environment: not supported"),
+        ("env -u", "--good: env -u: expected a variable name to unset (env -u NAME cmd ...)"),
+        ("env --unset=A=B prog", "--good: env --unset=A=B: expected a variable name to unset"),
+        ("env A=1 -u B prog", "--good: env would run '-u' as the command (write env's -u NAME before its NAME=value"),
+        ("env -u X", "--good: no command to run (write it after any NAME=value words)"),
+    ],
+)
+def test_env_options_diagbench_cannot_follow_are_refused(good, message):
+    with pytest.raises(UserError) as caught:
+        derive(good, "prog")
+    assert str(caught.value).startswith(message)
+
+
+# -- notes and costs ---------------------------------------------------------------------------
+
+
+def test_one_part_written_two_ways_is_not_another_order():
+    space = derive("prog --x=1 --y 2", "prog --x 1 --y=2 --z")
+    assert [f.name for f in space.factors] == ["--z"]
+    assert not any("another order" in note for note in space.notes)
+
+
+def test_a_tie_between_the_two_readings_is_said_to_be_a_guess():
+    space = derive("prog --x y", "prog --x z")
+    assert [(f.name, f.kind) for f in space.factors] == [("--x", FactorKind.OPTION)]
+    assert space.notes == (
+        "--x: read as an option with a value, a guess: as a flag the two lines differ in as many places "
+        "(if it is a flag, put --x at the end or before another option)",
+    )
+    assert derive("prog --port {port} --x y", "prog --port {port} --x y --z").notes == ()  # nothing named hangs on it
+
+
+@pytest.mark.parametrize(("factors", "alone"), [(1, 2), (2, 4), (8, 10)])
+def test_one_at_a_time_costs_good_bad_and_each_factor_alone_unless_that_is_bad(factors, alone):
+    from diagbench.render.isolation import costs
+
+    assert costs(factors, 1) == (
+        f"toggling one factor at a time: {alone} launches (finds no interaction); "
+        f"the full matrix: {2**factors} launches"
+    )

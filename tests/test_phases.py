@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import fake_command
 from diagbench.records.record import AttemptRecord, PhaseChange
 
@@ -17,7 +19,7 @@ def test_each_phase_change_is_recorded_with_its_time_since_launch(runs):
                 "out=Load weight begin. avail mem=10 GB",
                 "sleep=0.3",
                 "out=Capture cuda graph begin. avail mem=9 GB",
-                "sleep=0.1",  # phases reached within one read of the pipe show as the last of them
+                "sleep=0.1",
                 "out=Capturing batches (bs=16 avail_mem=9 GB):  50%|",
                 "sleep=0.2",
                 "out=Capture cuda graph end. Time elapsed: 1 s",
@@ -37,6 +39,27 @@ def test_each_phase_change_is_recorded_with_its_time_since_launch(runs):
     assert [p for kind, _, p in runs.events if kind == "phase"] == [p.name for p in r.phases]
     on_disk = json.loads((runs.last.run_dir.cells / r.attempt / "result.json").read_text())
     assert [list(p) for p in on_disk["phases"]] == [["name", "at_s"]] * 4
+
+
+@pytest.mark.parametrize("ready", ["in the same write", "later"])
+def test_every_phase_written_in_one_write_is_recorded_in_order(runs, ready):
+    bar = "\\r".join(f"Capturing batches (bs={bs} avail_mem=9 GB): {pct}%|" for bs in (32, 16, 8, 1) for pct in (0, 50))
+    lines = [
+        "Load weight begin. avail mem=10 GB",
+        "Capture cuda graph begin. avail mem=9 GB",
+        bar,
+        "Capture cuda graph end. Time elapsed: 1 s",
+        *([READY] if ready == "in the same write" else []),
+    ]
+    after = ["sleep=0.2", f"out={READY}"] if ready == "later" else []
+    r = runs.one({"command": fake_command("out=" + "\\n".join(lines), *after, "hang")})  # one write
+    assert r.outcome == "ready", r.reason
+    names = ["load", "capture", "capture bs=32", "capture bs=16", "capture bs=8", "capture bs=1", "warm-up"]
+    on_disk = json.loads((runs.last.run_dir.cells / r.attempt / "result.json").read_text())
+    assert [p["name"] for p in on_disk["phases"]] == names
+    times = [p["at_s"] for p in on_disk["phases"]]
+    assert times == sorted(times) and times[-1] <= r.time_to_outcome_s
+    assert [p for kind, _, p in runs.events if kind == "phase"] == names  # the live view saw each one too
 
 
 def test_records_written_before_phases_existed_read_back_with_none():

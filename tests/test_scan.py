@@ -134,6 +134,33 @@ def test_last_phase_before_each_decisive_line_is_kept():
     assert got == [("sglang.capture_begin", 5001), ("sglang.scheduler_exception", 5002), ("triton.autotune", 10003)]
 
 
+def test_every_phase_keeps_each_change_in_a_buffer_and_one_line_per_progress_bar():
+    scanner = Scanner(SIGS)
+    bars = b"".join(
+        b"\rCapturing batches (bs=%d avail_mem=1 GB): %d%%|" % (bs, pct) for bs in (8, 4) for pct in (0, 50)
+    )
+    text = (
+        b"Load weight begin.\nCapture cuda graph begin.\n"
+        + bars
+        + b"\nNCCL error: unhandled system error\nCapture cuda graph end.\n"
+    )
+    every = [
+        h
+        for h in scanner.scan_block(text, 1, markers=False, every_phase=True).hits
+        if h.signature.kind is not Kind.MARKER
+    ]
+    assert [(h.line_no, h.signature.phase_name(h.match)) for h in every if h.signature.kind is Kind.PHASE] == [
+        (1, "load"),
+        (2, "capture"),
+        (3, "capture bs=8"),  # the first of its bar's updates
+        (5, "capture bs=4"),
+        (8, "warm-up"),
+    ]
+    assert [(h.line_no, h.signature.id) for h in every if h.signature.kind is not Kind.PHASE] == [(7, "nccl.error")]
+    last = [h.signature.id for h in scanner.scan(text, 1)]  # without it: the last phase before each decisive line
+    assert last == ["sglang.capturing_batch", "nccl.error", "sglang.capture_end"]
+
+
 def test_phase_on_the_failure_line_itself_counts():
     scanner = Scanner(SIGS)
     text = b"noise\nCapturing batches (bs=8 avail_mem=1 GB): 10%|Scheduler hit an exception: Traceback\n"

@@ -93,6 +93,41 @@ def test_deadline_gives_timeout_with_phase():
     assert d.reason == "not ready within 5s; last phase: capture bs=16"
 
 
+CAPTURE = (
+    "Load weight begin.\nCapture cuda graph begin.\n"
+    "\rCapturing batches (bs=8 avail_mem=1 GB): 0%|\rCapturing batches (bs=8 avail_mem=1 GB): 50%|"
+    "\rCapturing batches (bs=4 avail_mem=1 GB): 100%|\nCapture cuda graph end.\n"
+)
+
+
+def feed_every_phase(watch: Watch, text: str, now: float, first: int = 1):
+    scanned = SCANNER.scan_block(text.encode(), first, every_phase=True)  # as a live run reads
+    return watch.feed(scanned.hits, first - 1 + scanned.lines, now)
+
+
+def test_every_phase_change_in_one_read_is_kept_in_order_with_its_time():
+    w = Watch(ReadyRule(), deadline=10)
+    feed_every_phase(w, "Load weight begin.\n", now=1.0)
+    feed_every_phase(w, CAPTURE, now=2.5, first=2)  # load again, then four more phases: one read
+    feed_every_phase(w, "Capture cuda graph end.\n", now=3.0, first=8)  # the same phase: no change
+    assert [(p.name, p.at) for p in w.phases] == [
+        ("load", 1.0),
+        ("capture", 2.5),
+        ("capture bs=8", 2.5),
+        ("capture bs=4", 2.5),
+        ("warm-up", 2.5),
+    ]
+    assert w.phase == "warm-up"
+
+
+def test_phases_after_a_failure_line_are_not_changes():
+    w = Watch(ReadyRule(), deadline=10)
+    text = "Load weight begin.\nNCCL error: unhandled system error\nCapture cuda graph begin.\n"
+    assert feed_every_phase(w, text, now=1.0) is None
+    assert [p.name for p in w.phases] == ["load"]  # what follows the failure is its fallout
+    assert w.tick(2.0).failure_class == "nccl"
+
+
 def test_http_and_log_both_needed():
     w = Watch(ReadyRule(log=True, http=True, http_path="/health"), deadline=10)
     assert feed(w, "The server is fired up and ready to roll!\n") is None

@@ -58,7 +58,7 @@ def guarded(action: Callable[[], T]) -> T:
     except KeyboardInterrupt:
         err.print("diagbench: interrupted", markup=False)
         raise typer.Exit(ExitCode.INTERRUPTED) from None
-    except Exception as exc:  # anything but a user mistake is diagbench's own bug
+    except Exception as exc:  # anything but a user mistake is diagbench's own bug  # noqa: BLE001
         err.print(
             f"diagbench failed (a bug in diagbench, not in your server): {type(exc).__name__}: {exc}", markup=False
         )

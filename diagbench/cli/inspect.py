@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -18,6 +18,7 @@ from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
+    from diagbench.judge.view import RunView
     from diagbench.logs.signatures import Signature
 
 
@@ -89,20 +90,27 @@ def report(
     from diagbench.records.store import load_run
     from diagbench.render.html import render_html
     from diagbench.render.isolation import render_isolation
+    from diagbench.render.isolation_report import DOCUMENTS
     from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 
     view = guarded(lambda: view_of(load_run(run_dir)))
     isolation = guarded(lambda: read_isolation(run_dir))
-    if isolation is not None and format is Format.table:  # an isolation's steps say more than its cells
-        out.print(render_isolation(isolation))
+    if isolation is not None and format is not Format.junit:  # an isolation's answer and steps lead
+        if format is Format.table:  # its steps say more than its cells
+            out.print(render_isolation(isolation))
+        else:
+            sys.stdout.write(DOCUMENTS[format.value](view, isolation))
         raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
         out.print(render_table(view))
         annotate(view)
     else:
-        renderers = {Format.md: render_markdown, Format.json: render_json, Format.junit: render_junit}
-        renderer = renderers.get(format, render_html)
-        sys.stdout.write(renderer(view))
+        renderers: dict[Format, Callable[[RunView], str]] = {
+            Format.md: render_markdown,
+            Format.json: render_json,
+            Format.junit: render_junit,
+        }
+        sys.stdout.write(renderers.get(format, render_html)(view))
     say_problems(view)
     raise typer.Exit(exit_code(view, strict))
 

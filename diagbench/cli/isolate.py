@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out
+from diagbench.cli.app import app, err, guarded, out, write_report
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from diagbench.isolate.run import IsolateResult
 
 _GOOD_HELP = (
-    "the launch that comes up: one command line with {port} (NAME=value words first set env), or AXIS=LABEL,..."
+    "the launch that comes up: one command line with {port} (leading NAME=value and env -u NAME words set env), "
+    "or AXIS=LABEL,..."
 )
 
 
@@ -83,7 +84,20 @@ def isolate(
             result = guarded(lambda: run_isolation(problem, options, progress, cancel))
         finally:
             progress.close()
+    _write_report(result, problem)
     _finish(result, as_json)
+
+
+def _write_report(result: IsolateResult, problem: Problem) -> None:
+    """report.html in the run directory, as `run` leaves one (an interrupted isolation's too)."""
+    from diagbench.judge.view import view_of
+    from diagbench.records.redact import spec_redactor
+    from diagbench.records.store import load_run
+    from diagbench.render.isolation_report import isolation_html
+
+    path = result.run_dir.path
+    view = guarded(lambda: view_of(load_run(path), spec_redactor(problem.spec)))
+    guarded(lambda: write_report(path / "report.html", isolation_html(view, result.isolation), "w", path))
 
 
 def _finish(result: IsolateResult, as_json: bool) -> NoReturn:

@@ -134,6 +134,8 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
     from diagbench.records.store import load_run
     from diagbench.render.report import render_table
 
+    # the tables are rendered from what is on disk, as `diagbench report` would: what the user
+    # sees is exactly what was recorded (and a record that failed to write shows as missing)
     view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
     out.print(render_table(view))
     if result.write_error is not None:

@@ -13,8 +13,9 @@ from diagbench.spec.plan import PlannedAttempt
 
 
 class RunEvents(Protocol):
-    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
-        """The run directory exists and the manifest is written; nothing launched yet."""
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
+        """The run directory exists and the manifest is written; nothing launched yet. `done`:
+        the attempts of `planned` already recorded (a resumed run's), never launched again."""
 
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         """An attempt is being launched on `slot`."""
@@ -29,7 +30,7 @@ class RunEvents(Protocol):
 class QuietEvents:
     """Events nobody watches (a library caller, a benchmark)."""
 
-    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
         return None
 
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:

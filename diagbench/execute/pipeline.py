@@ -98,7 +98,7 @@ def execute(
             facts = host.collect(spec.path.resolve().parent)
             settings = {**_settings(options, slots), "executor": placement.to_json()}
             run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
-        events.on_open(run_dir, planned)
+        events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
     finally:
         run_dir.release()
@@ -119,7 +119,7 @@ def _launch_and_judge(
     cancel: Cancel,
 ) -> RunResult:
     finished = {r.attempt for r in done}
-    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast, options.repeat)
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)

@@ -131,7 +131,7 @@ class _Run:
             except WriteError as exc:
                 self.stop_writing(exc)
                 record = not_run(item, Outcome.CANCELLED, f"stopped: {exc}")
-            except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix
+            except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix  # noqa: BLE001
                 record = self.internal_error(item, exc)
             return self.finish(item, record)
         finally:

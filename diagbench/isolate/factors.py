@@ -1,16 +1,17 @@
 """Factors from two command lines: what differs between a launch that works and one that fails.
 
-Both lines are read the same generic way, knowing nothing of the server: leading
-`NAME=value` words (and `--good-env`/`--bad-env`) are environment changes; the rest is
-`--name value`, `--name=value`, bare `--flag`, `-x value`, repeated options and positional
-words. Each keyed part that differs (an option's n-th occurrence, the n-th positional
-word, a variable) is one factor.
+Both lines are read the same generic way, knowing nothing of the server: the leading
+`NAME=value` and `env ... -u NAME` words (pasted.py) and `--good-env`/`--bad-env` are
+environment changes; the rest is `--name value`, `--name=value`, bare `--flag`,
+`-x value`, repeated options and positional words. Each keyed part that differs (an
+option's n-th occurrence, the n-th positional word, a variable) is one factor.
 
 Whether `--x y` is an option with the value `y` or a flag followed by the word `y`
 cannot be told from one line. The two lines together usually tell: `--x=v` anywhere
 means it takes a value, `--x` before another option or at the end means it is a flag,
 and otherwise the reading under which the lines differ in fewer places wins (a note
-says so).
+says so). On a tie the usual reading stays, and where a factor's name hangs on it a note
+calls it a guess.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from diagbench.errors import UserError
+from diagbench.isolate.pasted import split_command
 from diagbench.records.redact import redact, redact_argv
 
-_ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _PLAIN = re.compile(r"^[\w@%+=:,./{}-]+$")
 _NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d*)?([eE][-+]?\d+)?$")
 
+UNSET_LABEL = "(unset)"
 Key = tuple[str, str, int]  # ("opt", name, occurrence) or ("pos", "", index)
 
 
@@ -53,6 +54,8 @@ class Factor:
     kind: FactorKind
     good: str | None
     bad: str | None
+    good_unset: bool = False  # a variable the side unsets (`env -u`), where None alone means inherited
+    bad_unset: bool = False
 
     def shown(self, value: str | None) -> str | None:
         """A side's value as it may be written down (secret-looking values redacted)."""
@@ -65,17 +68,21 @@ class Factor:
         return redact_argv([value])[0]
 
     def label(self, bad: bool) -> str:
-        """The short word for one side in tables and records: the value, or `-` when absent."""
+        """The short word for one side in tables and records: the value, `(unset)`, or `-` when absent."""
+        if self.bad_unset if bad else self.good_unset:
+            return UNSET_LABEL
         shown = self.shown(self.bad if bad else self.good)
         return "-" if shown is None else shown or "''"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind.value, "good": self.shown(self.good), "bad": self.shown(self.bad)}
+        unset = [side for side, yes in (("good", self.good_unset), ("bad", self.bad_unset)) if yes]
+        shown = {"good": self.shown(self.good), "bad": self.shown(self.bad)}
+        return {"name": self.name, "kind": self.kind.value, **shown, "unset": unset}
 
 
 @dataclass(frozen=True)
 class Config:
-    """One launch configuration: the argv (with `{port}`), the env it sets, its labels per factor."""
+    """One launch configuration: the argv (with `{port}`), the env it sets (None: unset), its labels per factor."""
 
     args: tuple[str, ...]
     env: Mapping[str, str | None]
@@ -109,7 +116,7 @@ class Line:
 
     words: tuple[str, ...]
     parts: tuple[Part, ...]
-    env: Mapping[str, str]
+    env: Mapping[str, str | None]  # None: unset (`env -u NAME`)
 
     def part(self, key: Key) -> Part | None:
         return next((p for p in self.parts if p.key == key), None)
@@ -131,17 +138,20 @@ class CommandSpace:
         params = {f.name: f.label(f.name in applied) for f in self.factors}
         if set(applied) >= {f.name for f in self.factors}:
             return Config(self.bad.words, dict(self.bad.env), params)
-        env: dict[str, str | None] = dict(self.good.env)
+        env = dict(self.good.env)
         for f in self.factors:
             if f.kind is FactorKind.ENV and f.name in applied:
-                env[f.name] = f.bad
-        set_env = {k: v for k, v in env.items() if v is not None}  # a variable only good sets is left inherited
-        return Config(self._argv({self.keys[n] for n in applied if n in self.keys}), set_env, params)
+                if f.name in self.bad.env:
+                    env[f.name] = self.bad.env[f.name]
+                else:
+                    del env[f.name]  # a variable only good sets (or unsets) is left inherited, as on the bad line
+        return Config(self._argv({self.keys[n] for n in applied if n in self.keys}), env, params)
 
     @property
     def reordered(self) -> bool:
-        """Whether the probes put the bad line's words in another order than it has (good's order wins)."""
-        return self._argv(set(self.keys.values())) != self.bad.words
+        """Whether the probes put the bad line's parts in another order than it has (good's order wins).
+        Parts, not words: `--x=1` and `--x 1` are one part written two ways."""
+        return [k for k in self.order if self.bad.part(k) is not None] != [p.key for p in self.bad.parts]
 
     def _argv(self, taken: Collection[Key]) -> tuple[str, ...]:
         argv: list[str] = []
@@ -150,26 +160,6 @@ class CommandSpace:
             if part is not None:
                 argv.extend(part.tokens)
         return tuple(argv)
-
-
-def split_command(text: str, env_terms: Sequence[str], side: str) -> tuple[tuple[str, ...], dict[str, str]]:
-    """One pasted command line: its argv, and the variables set by leading `NAME=value` words and --SIDE-env."""
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise UserError(f"--{side}: cannot split the command like a shell would: {exc} (close the quote)") from None
-    env: dict[str, str] = {}
-    while words and (found := _ENV_WORD.match(words[0])):
-        env[found[1]] = found[2]
-        words.pop(0)
-    if not words:
-        raise UserError(f"--{side}: no command to run (write it after any NAME=value words)")
-    for term in env_terms:
-        found = _ENV_WORD.match(term)
-        if not found:
-            raise UserError(f"--{side}-env {term}: expected NAME=VALUE (e.g. --{side}-env TORCHINDUCTOR_CUDAGRAPHS=1)")
-        env[found[1]] = found[2]
-    return tuple(words), env
 
 
 def derive(good: str, bad: str, good_env: Sequence[str] = (), bad_env: Sequence[str] = ()) -> CommandSpace:
@@ -259,19 +249,35 @@ def _choose_readings(good: Sequence[str], bad: Sequence[str]) -> tuple[set[str],
     for name in dict.fromkeys([*word_g, *word_b]):
         if name in with_eq:
             continue
-        now = len(_factor_names(good, bad, flags))
+        now = _factor_names(good, bad, flags)
         other = flags ^ {name}
-        then = len(_factor_names(good, bad, other))
-        if then < now:
+        then = _factor_names(good, bad, other)
+        if len(then) < len(now):
             flags, now, then = other, then, now
-        if now < then:  # the lines decided it; on a tie the usual reading stays, unremarked
-            notes.append(_note(name, name in flags, then - now))
+        if len(now) < len(then):  # the lines decided it
+            notes.append(_note(name, name in flags, len(then) - len(now)))
+        elif name not in bare and name in {*now, *then}:  # nothing tells, and it names a factor: a guess
+            notes.append(_tie_note(name, name in flags))
     return flags, notes
 
 
+def _readings(flag: bool) -> tuple[str, str]:
+    return ("a flag", "an option with a value") if flag else ("an option with a value", "a flag")
+
+
 def _note(name: str, flag: bool, more: int) -> str:
-    reading, other = ("a flag", "an option with a value") if flag else ("an option with a value", "a flag")
+    reading, other = _readings(flag)
     return f"{name}: read as {reading} (as {other}, the two lines would differ in {more} more place(s))"
+
+
+def _tie_note(name: str, flag: bool) -> str:
+    reading, other = _readings(flag)
+    fix = (
+        f"if it takes a value, write {name}=VALUE"
+        if flag
+        else f"if it is a flag, put {name} at the end or before another option"
+    )
+    return f"{name}: read as {reading}, a guess: as {other} the two lines differ in as many places ({fix})"
 
 
 def _factor_names(good: Sequence[str], bad: Sequence[str], flags: Collection[str]) -> list[str]:
@@ -322,9 +328,13 @@ def _option_value(part: Part | None) -> str | None:
     return "" if part.value is None else part.value  # given bare where the other line gives a value
 
 
-def _env_factors(good: Mapping[str, str], bad: Mapping[str, str]) -> list[Factor]:
-    names = list(dict.fromkeys([*good, *bad]))
-    return [Factor(n, FactorKind.ENV, good.get(n), bad.get(n)) for n in names if good.get(n) != bad.get(n)]
+def _env_factors(good: Mapping[str, str | None], bad: Mapping[str, str | None]) -> list[Factor]:
+    """A variable set, changed, unset or left inherited on one side only."""
+    names = [n for n in dict.fromkeys([*good, *bad]) if (n in good, good.get(n)) != (n in bad, bad.get(n))]
+    return [
+        Factor(n, FactorKind.ENV, good.get(n), bad.get(n), n in good and good[n] is None, n in bad and bad[n] is None)
+        for n in names
+    ]
 
 
 def shown_command(config: Config) -> str:

@@ -116,7 +116,7 @@ def _need_factors(space: Space) -> None:
 
 def _has_port(space: CommandSpace) -> bool:
     lines = (space.good, space.bad)
-    return all(any("{port}" in w for w in (*line.words, *line.env.values())) for line in lines)
+    return all(any("{port}" in w for w in (*line.words, *line.env.values()) if w) for line in lines)
 
 
 def _server(rules: ServerRules, cwd: Path) -> ServerSpec:

@@ -136,9 +136,7 @@ class Isolation:
                 status=Status(data["status"]),
                 reason=str(data.get("reason", "")),
                 target=Target(Outcome(target["outcome"]), target.get("failure_class")),
-                factors=tuple(
-                    Factor(f["name"], FactorKind(f["kind"]), f.get("good"), f.get("bad")) for f in data["factors"]
-                ),
+                factors=tuple(_factor(f) for f in data["factors"]),
                 culprit=tuple(data["culprit"]),
                 launches=int(data["launches"]),
                 steps=tuple(Step.from_json(s) for s in data["steps"]),
@@ -149,6 +147,13 @@ class Isolation:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"malformed isolation record: {type(exc).__name__}: {exc}") from None
+
+
+def _factor(data: Mapping[str, Any]) -> Factor:
+    unset = data.get("unset") or ()  # written since env -u was read; absent before
+    return Factor(
+        data["name"], FactorKind(data["kind"]), data.get("good"), data.get("bad"), "good" in unset, "bad" in unset
+    )
 
 
 def read_isolation(run_dir: Path) -> Isolation | None:

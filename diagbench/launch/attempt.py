@@ -24,7 +24,7 @@ from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
 from diagbench.launch.tags import Owner, Tag, caches_prefix
 from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import MARKER_BYTES, Scanner
-from diagbench.logs.watch import Decision, ReadyRule, Watch
+from diagbench.logs.watch import Decision, PhaseEntered, ReadyRule, Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import redact, redact_argv
 from diagbench.spec.load import ServerSpec
@@ -85,7 +85,7 @@ class _Reader:
     def _lines(self, buf: bytes) -> None:
         if not buf:
             return
-        scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES)
+        scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES, every_phase=True)
         self.line_no += scanned.lines
         self.watch.feed(scanned.hits, self.line_no, time.monotonic())
 
@@ -109,7 +109,6 @@ def run_attempt(
         argv = build_command(server, planned.cell, lease.port)
         env, changes = build_env(server, planned.cell, lease.port, tag, caches)
         base = _record_start(planned, argv, changes)
-        phases = _PhaseLog(t0, on_phase)
         if lease.holder is not None:
             reason = f"port {lease.port} is already in use by {lease.holder} (stop it, or set server.port: auto)"
             return _launch_error(base, reason, t0)
@@ -126,7 +125,7 @@ def run_attempt(
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
             reader = _Reader(proc, log, scanner, watch)
-            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, phases, hurry)
+            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, on_phase, hurry)
         finally:
             stats = log.close()
         if log.error is not None:
@@ -134,24 +133,13 @@ def run_attempt(
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
-        return replace(record, phases=phases.until(decision.at - t0))
+        return replace(record, phases=_timeline(watch.phases, t0, decision.at))
 
 
-class _PhaseLog:
-    """Passes each phase change on, and keeps it with its time since launch (the record's timeline)."""
-
-    def __init__(self, t0: float, on_phase: PhaseCallback):
-        self.t0, self.on_phase = t0, on_phase
-        self.changes: list[PhaseChange] = []
-
-    def __call__(self, planned: PlannedAttempt, phase: str) -> None:
-        self.changes.append(PhaseChange(phase, round(time.monotonic() - self.t0, 3)))
-        self.on_phase(planned, phase)
-
-    def until(self, decided_s: float) -> list[PhaseChange]:
-        """The changes, none later than the decision: a phase line read with the deciding
-        line is seen a moment after the decision's own clock reading."""
-        return [replace(p, at_s=min(p.at_s, round(decided_s, 4))) for p in self.changes]
+def _timeline(phases: list[PhaseEntered], t0: float, decided: float) -> list[PhaseChange]:
+    """Each phase change with its seconds since launch (the record's timeline), none later
+    than the decision (rounded as time_to_outcome_s is)."""
+    return [PhaseChange(p.name, min(round(p.at - t0, 3), round(decided - t0, 4))) for p in phases]
 
 
 def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[str, str | None]) -> dict[str, Any]:
@@ -272,7 +260,7 @@ def _watch(
     pidfds; never sleep-poll."""
     descendants = Descendants(proc.pid)
     sel = _selector(proc, readiness, cancel_fd)
-    phase = watch.phase
+    told = 0  # the phase changes passed on so far
     with sel, contextlib.closing(descendants):
         while watch.decision is None:
             wake = watch.wakeup()
@@ -302,9 +290,9 @@ def _watch(
             watch.tick(time.monotonic())
             if watch.wants_request:
                 readiness.send_request()
-            if watch.phase != phase:
-                phase = watch.phase
-                on_phase(planned, phase or "")
+            for change in watch.phases[told:]:  # every change, several arrive in one read
+                on_phase(planned, change.name)
+            told = len(watch.phases)
     assert watch.decision is not None
     return watch.decision
 

@@ -52,7 +52,7 @@ def _nvml(read: Callable[[Any, Any], Any]) -> list[Any] | None:
     try:
         pynvml.nvmlInit()
         return [read(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())]
-    except Exception:  # NVML raises its own error types; any failure means "no reading"
+    except Exception:  # NVML raises its own error types; any failure means "no reading"  # noqa: BLE001
         return None
 
 

@@ -176,10 +176,10 @@ def _alternatives(items: list[tuple[object, object]]) -> list[bytes] | None:
         consider(runs if runs[0] else None)
         runs = [b""]
         if op is _sre.BRANCH:
-            branches = [_alternatives(list(b)) for b in av[1]]  # type: ignore[index]
+            branches = [_alternatives(list(b)) for b in av[1]]  # type: ignore[index]  # sre_parse tuples are untyped
             consider(None if any(b is None for b in branches) else [x for b in branches if b for x in b])
         elif op is _sre.SUBPATTERN:
-            consider(_alternatives(list(av[-1])))  # type: ignore[index]
+            consider(_alternatives(list(av[-1])))  # type: ignore[index]  # sre_parse tuples are untyped
     consider(runs if runs[0] else None)
     return best if best is not None and min(map(len, best)) >= 3 else None
 

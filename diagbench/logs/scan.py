@@ -6,9 +6,11 @@ whole buffer; Python's `re` confirms each candidate on its own line and extracts
 groups. Candidates are rare, so a clean log costs one engine pass and one count of its
 line ends; the line model (what ends a line, what junk is ignored) is in lines.py.
 
-Phase lines are frequent (progress bars, autotune chatter) and only the last one before
-each ready or failure line, and the last one in the buffer, can matter; so they have
-their own engine, run backwards over the buffer a block at a time until it finds one.
+Phase lines are frequent (progress bars, autotune chatter), so they have their own
+engine. A live run asks for every phase change in its buffer (`every_phase`: the record's
+timeline keeps them all); for the rest only the last phase line before each ready or
+failure line, and the last one in the buffer, can matter, so the engine runs backwards over
+the buffer a block at a time until it finds one.
 Marker lines (which server wrote the log) are reported once per buffer each, and looked
 for only where the caller asks (a log's first MB) and in buffers with a ready or failure
 candidate.
@@ -136,18 +138,22 @@ class Scanner:
             h for h in self.scan_block(buf, first_line_no, markers=False).hits if h.signature.kind is not Kind.MARKER
         ]
 
-    def scan_block(self, buf: Buffer, first_line_no: int, end: int | None = None, markers: bool = True) -> Scanned:
+    def scan_block(
+        self, buf: Buffer, first_line_no: int, end: int | None = None, markers: bool = True, every_phase: bool = False
+    ) -> Scanned:
         """Hits in buf[:end] (whole lines; default: all of it) and its count of line endings.
 
         `markers`: look for the lines that name the server; when False, only in a buffer that
-        holds a ready or failure candidate (a traceback's paths name its server)."""
+        holds a ready or failure candidate (a traceback's paths name its server).
+        `every_phase`: each line that names another phase than the phase line before it, not
+        only the last phase line before each decisive line (a live run's timeline)."""
         end = len(buf) if end is None else end
         candidates, junk, followed = self._first_pass(buf, end)
         if not junk:
-            return self._scan(buf, end, first_line_no, markers, candidates, followed)
+            return self._scan(buf, end, first_line_no, candidates, followed, markers, every_phase)
         cleaned = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
         candidates, _, followed = self._first_pass(cleaned, len(cleaned))
-        scanned = self._scan(cleaned, len(cleaned), first_line_no, markers, candidates, followed)
+        scanned = self._scan(cleaned, len(cleaned), first_line_no, candidates, followed, markers, every_phase)
         return _as_written(scanned, buf, end, first_line_no)  # and show its lines as written
 
     def _scan(
@@ -155,14 +161,15 @@ class Scanner:
         buf: Buffer,
         end: int,
         first_line_no: int,
-        markers: bool,
         candidates: list[tuple[int, int]],
         followed: list[int] | None,
+        markers: bool,
+        every_phase: bool,
     ) -> Scanned:
         crs = lone_crs(buf, end, followed) if followed is not None else None
         if markers or candidates:
             candidates += _run(self._markers, buf, end)
-        kept = self._confirm_all(buf, end, sorted(candidates))
+        kept = self._confirm_all(buf, end, sorted(candidates), every_phase)
         return self._number(buf, end, crs, first_line_no, [kept[key] for key in sorted(kept)])
 
     def _first_pass(self, buf: Buffer, end: int) -> tuple[list[tuple[int, int]], bool, list[int] | None]:
@@ -175,9 +182,10 @@ class Scanner:
         candidates, (junk, followed) = first.split_scan(buf, end, self._junk, 2)
         return candidates + _run(self._decisive[1:], buf, end), bool(junk), [p - 1 for p in followed]
 
-    def _confirm_all(self, buf: Buffer, end: int, candidates: list[tuple[int, int]]) -> _Kept:
-        """Confirmed hits by (line start, kind rank, signature), with the last phase before each."""
-        kept: _Kept = {}
+    def _confirm_all(self, buf: Buffer, end: int, candidates: list[tuple[int, int]], every_phase: bool) -> _Kept:
+        """Confirmed hits by (line start, kind rank, signature), with the last phase before
+        each (or every phase change)."""
+        kept: _Kept = self._phase_changes(buf, end) if every_phase else {}
         floor = 0
         markers: set[int] = set()
         for pos, index in candidates:
@@ -190,11 +198,12 @@ class Scanner:
                 markers.add(index)
                 kept[(found.start, self._rank[index], index)] = found
                 continue  # markers do not decide, so no phase is kept for them
-            if found.start >= floor:  # the last phase line up to and including this line
+            if not every_phase and found.start >= floor:  # the last phase line up to and including this line
                 kept.update(self._last_phase(buf, floor, found.end))
                 floor = found.end + 1
             kept[(found.start, self._rank[index], index)] = found
-        kept.update(self._last_phase(buf, floor, end))
+        if not every_phase:
+            kept.update(self._last_phase(buf, floor, end))
         return kept
 
     def _confirm(self, buf: Buffer, pos: int, end: int, index: int, low: int = 0) -> _Found | None:
@@ -204,6 +213,23 @@ class Scanner:
         line = bytes(buf[start:stop])
         match = self.signatures[index].compiled.search(line)
         return _Found(start, stop, line, index, match) if match is not None else None
+
+    def _phase_changes(self, buf: Buffer, end: int) -> _Kept:
+        """The lines in buf[:end] that a phase signature matches and that name another phase
+        than the line before them (a progress bar's updates are one change)."""
+        kept: _Kept = {}
+        named, last, last_stop = None, -1, -1
+        for pos, index in sorted(_run(self._phases, buf, end)):
+            if index == last and (pos <= last_stop or "{" not in (self.signatures[index].phase or "")):
+                continue  # its line again, or autotune chatter (a fixed name): no change to confirm
+            hit = self._confirm(buf, pos, end, index)
+            if hit is None:
+                continue
+            name, last, last_stop = self.signatures[index].phase_name(hit.match), index, hit.end
+            if name != named:
+                kept[(hit.start, self._rank[index], index)] = hit
+                named = name
+        return kept
 
     def _last_phase(self, buf: Buffer, floor: int, top: int) -> _Kept:
         """The last line in buf[floor:top] (whole lines) that a phase signature matches."""

@@ -63,6 +63,14 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class PhaseEntered:
+    """A start-up phase the server entered, at the `now` its line was fed with."""
+
+    name: str
+    at: float
+
+
+@dataclass(frozen=True)
 class ReadyRule:
     """What 'ready' takes: a ready line, an HTTP 200, or both."""
 
@@ -99,6 +107,7 @@ class Watch:
         self.detector = Detector(server)  # which server wrote the log: given, or from its markers
         self.settle_s, self.settle_lines = settle_s, settle_lines
         self.phase: str | None = None
+        self.phases: list[PhaseEntered] = []  # every change of `phase`, in order
         self.decision: Decision | None = None
         self.lines = 0
         self._seen: set[str] = set()
@@ -283,7 +292,7 @@ class Watch:
         if kind is Kind.MARKER:
             self.detector.saw(hit.signature)
         elif kind is Kind.PHASE and not self._window:
-            self.phase = hit.signature.phase_name(hit.match)
+            self._enter(hit.signature.phase_name(hit.match), now)
         elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
             self._take_ready(hit)
         elif kind is Kind.FAILURE and _echoed_source().match(hit.line):
@@ -297,6 +306,11 @@ class Watch:
             self._window.hits.append(hit)
             return hit.signature.settles
         return False
+
+    def _enter(self, phase: str, now: float) -> None:
+        if phase != self.phase:
+            self.phase = phase
+            self.phases.append(PhaseEntered(phase, now))
 
     def _note_markers(self, hits: list[Hit]) -> None:
         for hit in hits:

@@ -35,9 +35,19 @@ class _Lazy:
         self._console: Console | None = None
 
     def __getattr__(self, name: str) -> Any:
+        return getattr(self._made(), name)
+
+    # `with console:` (rich's Live, each refresh) looks these up on the type, never through __getattr__
+    def __enter__(self) -> Console:
+        return self._made().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._made().__exit__(*exc)
+
+    def _made(self) -> Console:
         if self._console is None:
             self._console = stdout_console() if self._stream == "stdout" else stderr_console()
-        return getattr(self._console, name)
+        return self._console
 
 
 def lazy_console(stream: str) -> Console:

@@ -68,7 +68,7 @@ def build_grid(planned: Sequence[Mapping[str, object]], records: Sequence[Attemp
     recorded = {r.cell_id: r.params for r in records}
     for attempt in planned:
         given = attempt.get("params") or recorded.get(str(attempt["cell_id"]), {})
-        params = {str(k): str(v) for k, v in dict(given).items()}  # type: ignore[call-overload]
+        params = {str(k): str(v) for k, v in dict(given).items()}  # type: ignore[call-overload]  # a manifest value: checked by view_of
         for axis, label in params.items():
             if label not in levels.setdefault(axis, []):
                 levels[axis].append(label)

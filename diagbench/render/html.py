@@ -26,11 +26,12 @@ TAIL_LINES = 8
 LINE_CHARS = 240  # a megabyte line must not make a megabyte page
 
 
-def render_html(view: RunView) -> str:
-    """The whole report, as one HTML document."""
+def render_html(view: RunView, sections: Sequence[Html] = ()) -> str:
+    """The whole report, as one HTML document; `sections` (an isolation's) go first, under the heading."""
     return page(
         f"diagbench: {view.spec_name}",
         _heading(view),
+        sections,
         _hypotheses(view),
         _matrix(build_grid(view.planned, view.records)),
         _timeline(view),

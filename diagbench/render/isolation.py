@@ -45,10 +45,12 @@ def render_factors(
 
 
 def costs(factors: int, repeat: int) -> str:
-    """What the other two ways of asking cost, in launches."""
+    """What the other two ways of asking cost, in launches: good, bad, and each factor alone
+    (with one factor, alone is bad), or every mix."""
     times = f" x{repeat}" if repeat > 1 else ""
+    alone = factors if factors > 1 else 0
     return (
-        f"toggling one factor at a time: {factors + 2} launches{times} (finds no interaction); "
+        f"toggling one factor at a time: {2 + alone} launches{times} (finds no interaction); "
         f"the full matrix: {2**factors} launches{times}"
     )
 
@@ -101,30 +103,35 @@ def render_isolation(isolation: Isolation) -> RenderableType:
 
 def summary(isolation: Isolation) -> list[Text]:
     """The answer in a few lines."""
-    lines = [Text(f"note: {note}", style="dim") for note in isolation.notes]
+    return [Text(line, style=style) for line, style in answer(isolation)]
+
+
+def answer(isolation: Isolation) -> list[tuple[str, str]]:
+    """The answer in a few lines, each with its rich style (every report form shows these)."""
+    lines = [(f"note: {note}", "dim") for note in isolation.notes]
     if isolation.status is not Status.BAD_BASELINE:
-        lines.append(Text(f"target: {isolation.target.label} (what the bad launch did)"))
+        lines.append((f"target: {isolation.target.label} (what the bad launch did)", ""))
     if isolation.status is Status.FOUND:
         lines.extend(_culprit_lines(isolation))
     elif isolation.status is Status.NOT_ISOLABLE:
-        lines.append(Text(f"not isolable: {isolation.reason}", style="bold yellow"))
+        lines.append((f"not isolable: {isolation.reason}", "bold yellow"))
         if isolation.suspects:
             names = ", ".join(isolation.suspects)
-            lines.append(Text(f"suspects: {names} (in every configuration that showed the target)"))
+            lines.append((f"suspects: {names} (in every configuration that showed the target)", ""))
     elif isolation.status is Status.BAD_BASELINE:
-        lines.append(Text(f"the baselines do not behave: {isolation.reason}", style="bold red"))
+        lines.append((f"the baselines do not behave: {isolation.reason}", "bold red"))
     else:
-        lines.append(Text(isolation.reason, style="bold yellow"))
-    lines.append(Text(f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
+        lines.append((isolation.reason, "bold yellow"))
+    lines.append((f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
     return lines
 
 
-def _culprit_lines(isolation: Isolation) -> list[Text]:
+def _culprit_lines(isolation: Isolation) -> list[tuple[str, str]]:
     factors = [isolation.factor(name) for name in isolation.culprit]
     shown = ", ".join(f"{f.name} (good: {f.label(False)}, bad: {f.label(True)})" for f in factors)
-    lines = [Text(f"culprit: {shown}", style="bold red")]
+    lines = [(f"culprit: {shown}", "bold red")]
     if len(factors) > 1:
-        lines.append(Text("guilty only together: the target needs every one of them, and none of the others"))
+        lines.append(("guilty only together: the target needs every one of them, and none of the others", ""))
     return lines
 
 
@@ -137,7 +144,7 @@ class IsolationProgress:
         self.spinner: Spinner | None = None
         self.running: dict[str, str] = {}
 
-    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
         self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False)
         if self.console.is_terminal:
             self.spinner = self.console.status("launching")

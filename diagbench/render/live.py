@@ -1,9 +1,11 @@
 """Live progress for `run`: a screen that fits the terminal, or plain lines off one (CI).
 
-On a terminal: a header (done/total, running, elapsed, ETA), the running attempts always
-(phase, GPUs, time left before the timeout), as many finished ones as fit above them,
-and the rest folded into one summary line. Off a terminal: a line per start, phase change
-and end, and a heartbeat every 30 s per running attempt, never wrapped.
+On a terminal: a header (done/total, running, elapsed, ETA), the running attempts (phase,
+GPUs, time left before the timeout), as many finished ones as fit above them, and the rest
+folded into one summary line; never taller than the terminal, so running attempts beyond
+its height fold into one line too. Off a terminal: a line per start, phase change and end,
+and a heartbeat every 30 s per running attempt, never wrapped. A resumed run's attempts
+recorded before count as done from the start.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Progress:
         self.lock = threading.Lock()
         self.rows: dict[str, _Row] = {}
         self.finished: list[_Row] = []  # in the order they ended
+        self.before = 0  # of them, recorded before this diagbench opened the run (resumed)
         self.opened = clock()
         self.repeats = False
         self.live: Live | None = None
@@ -78,13 +81,19 @@ class Progress:
 
     # -- RunEvents ------------------------------------------------------------------------
 
-    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt]) -> None:
+    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
         self.opened = self.clock()
-        self._say(f"run directory: {run_dir.path}  ({len(planned)} attempt(s))")
         self.repeats = any(p.repeat > 1 for p in planned)
         for item in planned:
             who = item.cell.id + (f" r{item.repeat}" if self.repeats else "")
             self.rows[item.name] = _Row(who, dict(item.cell.params), item.repeat)
+        for record in done:
+            if (row := self.rows.get(record.attempt)) is not None:
+                row.record, row.phase, row.gpus = record, visible(record.phase or ""), tuple(record.gpus)
+                self.finished.append(row)
+        self.before = len(self.finished)
+        earlier = f", {self.before} done before" if self.before else ""
+        self._say(f"run directory: {run_dir.path}  ({len(planned)} attempt(s){earlier})")
         if self.interactive:
             self.live = Live(
                 console=self.console,
@@ -156,30 +165,33 @@ class Progress:
     # -- the terminal screen --------------------------------------------------------------
 
     def frame(self) -> RenderableType:
-        """What the terminal shows now, cut to its height: running rows are never cut."""
+        """What the terminal shows now, never taller than it: running rows first, then finished
+        ones; what does not fit is folded into one line each."""
         with self.lock:
             now = self.clock()
             running, finished = self._running(), list(self.finished)
-            height = self.console.size.height
             waiting = len(self.rows) - len(finished) - len(running)
-            room = height - FRAME_LINES - len(running) - (1 if waiting else 0)
+            room = self.console.size.height - FRAME_LINES - (1 if waiting else 0)
+            shown_running, more = _fit_running(running, room, reserve=1 if finished else 0)
+            room -= len(shown_running) + (1 if more else 0)
             folded, shown = _fold(finished, room)
             parts: list[RenderableType] = [self._header(now, len(finished), len(running))]
-            if folded:
-                parts.append(Text(_summary(folded), style="dim"))
-            parts.append(self._table(now, shown, running))
+            if folded and room > 0:
+                parts.append(_line(_summary(folded)))
+            parts.append(self._table(now, shown, shown_running))
+            if more:
+                parts.append(_line(_more_running(more)))
             if waiting:
-                parts.append(Text(f"{waiting} waiting", style="dim"))
+                parts.append(_line(f"{waiting} waiting"))
             return Group(*parts)
 
     def _header(self, now: float, done: int, running: int) -> Text:
         elapsed = now - self.opened
         left = len(self.rows) - done
-        eta = duration(elapsed / done * left) if done and left else "-"
-        return Text(
-            f"{done}/{len(self.rows)} done · {running} running · {duration(elapsed)} elapsed · ETA {eta}",
-            style="bold",
-        )
+        ended_here = done - self.before  # the pace is this diagbench's: a resumed run's earlier ones took no time here
+        eta = duration(elapsed / ended_here * left) if ended_here > 0 and left else "-"
+        text = f"{done}/{len(self.rows)} done · {running} running · {duration(elapsed)} elapsed · ETA {eta}"
+        return Text(text, style="bold", no_wrap=True, overflow="ellipsis")
 
     def _table(self, now: float, finished: list[_Row], running: list[_Row]) -> Table:
         axes = list(next(iter(self.rows.values())).params) if self.rows else []
@@ -231,6 +243,28 @@ def _fold(finished: list[_Row], room: int) -> tuple[list[_Row], list[_Row]]:
         return [], finished
     keep = max(0, room - 1)  # the summary line takes one
     return finished[: len(finished) - keep], finished[len(finished) - keep :]
+
+
+def _fit_running(running: list[_Row], room: int, reserve: int) -> tuple[list[_Row], list[_Row]]:
+    """(shown as rows, folded into one line): all of them when they fit in `room` lines, else
+    the oldest, which are the closest to their timeout (one timeout for all), leaving a line
+    for the fold and `reserve` lines for the finished ones' summary."""
+    if len(running) <= room:
+        return running, []
+    oldest = sorted(running, key=lambda r: r.start or 0.0)  # stable: ties stay in plan order
+    shown = {id(r) for r in oldest[: max(0, room - 1 - reserve)]}
+    return [r for r in running if id(r) in shown], [r for r in oldest if id(r) not in shown]
+
+
+def _more_running(rows: list[_Row]) -> str:
+    """`+7 more running: 4 capture, 3 load`: phases by their first word (`capture bs=8` is a capture)."""
+    counts = Counter((r.phase.split() or ["launching"])[0] for r in rows)
+    return f"+{len(rows)} more running: " + ", ".join(f"{n} {phase}" for phase, n in counts.most_common())
+
+
+def _line(text: str) -> Text:
+    """A dim line of the frame that never wraps (the frame's height is counted in lines)."""
+    return Text(text, style="dim", no_wrap=True, overflow="ellipsis")
 
 
 def _summary(rows: list[_Row]) -> str:

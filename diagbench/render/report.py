@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -148,10 +149,12 @@ def _md(text: str) -> str:
     return visible(text).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(view: RunView) -> str:
+def render_markdown(view: RunView, sections: Sequence[str] = ()) -> str:
+    """The run in Markdown; `sections` (an isolation's) go first, after the description."""
     out = [f"## diagbench: {view.spec_name}", ""]
     if view.description:
         out += [view.description.strip(), ""]
+    out += [part for section in sections for part in (section.rstrip("\n"), "")]
     if view.verdicts:
         out += ["### Hypotheses", "", "| hypothesis | verdict | why | meaning |", "|---|---|---|---|"]
         for v in view.verdicts:
@@ -201,7 +204,8 @@ def _markdown_cells(view: RunView) -> list[str]:
 # -- JSON -------------------------------------------------------------------------------
 
 
-def render_json(view: RunView) -> str:
+def render_json(view: RunView, extra: Mapping[str, Any] | None = None) -> str:
+    """The run as one JSON object; `extra` keys (an isolation's) are added to it."""
     data: dict[str, Any] = {
         "run_id": view.run_id,
         "path": str(view.path),
@@ -213,6 +217,7 @@ def render_json(view: RunView) -> str:
         "cells": [c.to_json() for c in cell_counts(view.records)],
         "verdicts": [v.to_json() for v in view.verdicts],
         "violations": [v.to_json() for v in view.violations],
+        **(extra or {}),
     }
     return json.dumps(data, indent=2) + "\n"
 

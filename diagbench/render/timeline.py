@@ -1,6 +1,9 @@
 """An attempt's timeline as an SVG bar: launch to decision split into its phases, then teardown.
 
 Every bar of a report shares one scale, so a slow launch looks slow next to the others.
+SGLang logs a phase per CUDA-graph batch-size bucket (`capture bs=N`, up to ~60): a run of
+them is drawn as one `capture` piece whose tooltip names the buckets, so a long matrix's
+page stays small.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ BAR_HEIGHT = 20
 TRACK_PX = 600  # about the narrowest a bar is drawn on a laptop: decides which labels are written in it
 CHAR_PX = 6.5
 MIN_WIDTH_PCT = 0.2  # a phase of a few milliseconds still shows
+BUCKET = "capture bs="  # sglang.capturing_batch's phase name, before its batch size
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class Segment:
     start: float
     end: float
     kind: str = "phase"  # phase | start | teardown | unknown
+    note: str = ""  # what the tooltip says instead of the name: the buckets of a folded capture
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,30 @@ def segments(r: AttemptRecord) -> list[Segment]:
         if marks[0].at_s > 0:
             out.append(Segment("launch", 0.0, marks[0].at_s, "start"))
         ends = [m.at_s for m in marks[1:]] + [decided]
-        out += [Segment(m.name, m.at_s, end) for m, end in zip(marks, ends, strict=True)]
+        out += _fold_buckets([Segment(m.name, m.at_s, end) for m, end in zip(marks, ends, strict=True)])
     if r.duration_s is not None and r.duration_s > decided:
         out.append(Segment("teardown", decided, r.duration_s, "teardown"))
+    return out
+
+
+def _fold_buckets(pieces: list[Segment]) -> list[Segment]:
+    """Each run of two or more `capture bs=N` pieces as one `capture` piece (taking in the
+    `capture` piece just before it, the graph capture's begin line)."""
+    out: list[Segment] = []
+    i = 0
+    while i < len(pieces):
+        j = i
+        while j < len(pieces) and pieces[j].name.startswith(BUCKET):
+            j += 1
+        if j - i < 2:
+            out.append(pieces[i])
+            i += 1
+            continue
+        start = out.pop().start if out and out[-1].name == "capture" else pieces[i].start
+        sizes = [p.name[len(BUCKET) :] for p in pieces[i:j]]
+        note = f"{BUCKET}{sizes[0]}..{sizes[-1]}, {len(sizes)} buckets"
+        out.append(Segment("capture", start, pieces[j - 1].end, note=note))
+        i = j
     return out
 
 
@@ -74,7 +100,7 @@ def bar(r: AttemptRecord, scale: Scale) -> Html:
     with its times, and a mark where the outcome was decided."""
     pieces = []
     for i, seg in enumerate(segments(r)):
-        x, width = scale.pct(seg.start), max(MIN_WIDTH_PCT, scale.pct(seg.end) - scale.pct(seg.start))
+        x, width = scale.pct(seg.start), round(max(MIN_WIDTH_PCT, scale.pct(seg.end) - scale.pct(seg.start)), 3)
         shade = f"p{i % 2}" if seg.kind == "phase" else seg.kind
         fits = seg.kind != "teardown" and width / 100 * TRACK_PX >= len(seg.name) * CHAR_PX + 8
         pieces.append(  # a nested svg clips its label to the segment
@@ -107,7 +133,7 @@ def _tip(seg: Segment, r: AttemptRecord) -> str:
         return f"{times}: the last phase reached was {r.phase} (this record predates phase timelines)"
     if seg.kind == "start":
         return f"{seg.name}: {times}, before the server's first phase line"
-    return f"{seg.name}: {times}"
+    return f"{seg.note or seg.name}: {times}"
 
 
 def _nice_step(span: float) -> float:

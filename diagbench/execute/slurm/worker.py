@@ -75,7 +75,7 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
         return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
     except UserError as exc:
         return _no_launch(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
-    except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's
+    except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's  # noqa: BLE001
         return _no_launch(job, Outcome.INTERNAL_ERROR, f"diagbench failed on the node: {type(exc).__name__}: {exc}")
 
 
