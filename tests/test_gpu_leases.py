@@ -5,6 +5,7 @@ used as given, and the leases are the same)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -14,9 +15,16 @@ from itertools import combinations
 from pathlib import Path
 from typing import IO, Any
 
+from rich.console import Console
+
 from conftest import diagbench_argv, fake_command, wait_until, write_spec
+from diagbench.execute.slots import Slot
 from diagbench.launch.gpulease import LOCK_DIR, LOCKS_VAR, hold_gpus, lock_dir
 from diagbench.launch.process import sweep_tagged
+from diagbench.records.store import RunDir
+from diagbench.render.live import Progress
+from diagbench.spec.load import load_spec
+from diagbench.spec.plan import PlannedAttempt
 
 READY = "The server is fired up and ready to roll!"
 TWO = {"n": {"env": "N", "values": ["1", "2"]}}
@@ -134,3 +142,21 @@ def test_one_gpu_by_index_or_uuid_is_one_lease_and_a_stop_ends_the_wait():
 def test_the_lock_folder_is_one_for_the_whole_host():
     assert lock_dir({}) == lock_dir({"TMPDIR": "/elsewhere"}) == LOCK_DIR == Path("/tmp/diagbench-gpus")
     assert lock_dir({LOCKS_VAR: "/shared/locks"}) == Path("/shared/locks")
+
+
+def test_on_a_terminal_a_waiting_attempt_shows_why_and_no_timeout_runs_yet(tmp_path):
+    spec = write_spec(tmp_path, {"command": fake_command(f"out={READY}")}, TWO)
+    item = PlannedAttempt(load_spec(spec).cells[0], 1)
+    progress = Progress(Console(file=io.StringIO(), width=120, color_system=None), timeout_s=60, clock=lambda: 1000.0)
+    progress.on_open(RunDir(tmp_path / "runs" / "r"), [item])
+    progress.on_wait(item, Slot(0, ("0",)), "waiting for GPU 0 (held by diagbench pid 961)")
+    shot = Console(file=io.StringIO(), width=120, height=10, color_system=None, force_terminal=True)
+    with shot.capture() as capture:
+        shot.print(progress.frame())
+    row = next(line for line in capture.get().splitlines() if "waiting for GPU" in line)
+    assert row.split() == ["1", "waiting", "for", "GPU", "0", "(held", "by", "diagbench", "pid", "961)", "0", "0.0s"]
+    progress.on_start(item, Slot(0, ("0",)))  # launched: the timeout runs from now
+    with shot.capture() as capture:
+        shot.print(progress.frame())
+    assert next(line for line in capture.get().splitlines() if "launching" in line).split()[-2:] == ["0.0s", "1m00s"]
+    progress.close()
