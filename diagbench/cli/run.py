@@ -75,7 +75,7 @@ def run(
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
-    from diagbench.execute.choice import requested
+    from diagbench.execute.choice import requested, slurm_notes
     from diagbench.execute.pipeline import RunOptions, check_decision_options, execute
     from diagbench.execute.resume import RunFlags
     from diagbench.execute.slots import resolve_slots
@@ -98,10 +98,14 @@ def run(
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
     slots = None  # on Slurm the cluster hands out GPUs, not this host
-    if guarded(lambda: requested(loaded_spec, where, resume)).resolved_kind is ExecutorKind.LOCAL:
+    layers = guarded(lambda: requested(loaded_spec, where, resume))
+    if layers.resolved_kind is ExecutorKind.LOCAL:
         slots = guarded(lambda: resolve_slots(loaded_spec, flags.gpus, flags.parallel))
-        for note in slots.notes:
-            err.print(f"diagbench: note: {note}", markup=False)
+        notes = list(slots.notes)
+    else:  # --gpus given is refused there; a resumed Slurm run's recorded none is no mistake
+        notes = guarded(lambda: slurm_notes(loaded_spec, layers, where, flags.parallel, gpus is not None))
+    for note in notes:
+        err.print(f"diagbench: note: {note}", markup=False)
     options = RunOptions(
         runs_dir,
         run_id,

@@ -128,7 +128,7 @@ def _launch_and_judge(
     cancel: Cancel,
 ) -> RunResult:
     finished = {r.attempt for r in done}
-    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast, options.repeat)
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)

@@ -117,8 +117,9 @@ def _only(options: dict[str, Any], where: str) -> tuple[str, ...] | None:
 def _gpus(options: dict[str, Any], where: str) -> GpuRequest | None:
     """The GPUs the run handed out, as a list (none: `--gpus none`), or None where not recorded."""
     value = options.get("gpus")
-    if value is None:
-        return None
+    executor = options.get("executor")
+    if value is None or (isinstance(executor, dict) and executor.get("kind", "local") != "local"):
+        return None  # a Slurm run's GPUs were the cluster's to hand out, not this host's
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise RunDirError(f"{where}.gpus: expected a list of GPU ids, got {value!r}; give --gpus again")
     try:
