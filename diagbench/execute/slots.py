@@ -81,7 +81,7 @@ def plan_slots(
 ) -> SlotPlan:
     """Split the offered GPUs into slots of `server.gpus`; `parallel` caps how many are used."""
     per = server.gpus if server.gpus is not None else (1 if offer.ids else 0)
-    notes = [offer.note] if offer.note else []
+    notes = list(offer.notes)
     if per == 0 or not offer.ids:
         if per and server.gpus:
             notes.append(f"server.gpus: {per}, but no GPU is offered ({offer.source}): attempts get no {VISIBLE_VAR}")
