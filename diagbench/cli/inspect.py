@@ -52,12 +52,14 @@ def plan(
     ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
     from diagbench.render.plan import plan_json, render_plan
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     loaded = guarded(lambda: load_spec(spec))
+    guarded(lambda: check_decision_options(loaded, stop_when_decided, fail_fast=False))  # as run refuses it
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
