@@ -2,7 +2,8 @@
 
 The spec refuses a secret as a label by them; `records.redact` blanks secrets by them.
 A name is secret when its last word is a secret word: `HF_TOKEN`, `OPENAI_API_KEY`,
-`--api-key`, `--hf-token`, `--password`; not `MAX_TOKENS`, `--tokenizer` or `HF_TOKEN_PATH`.
+`--api-key`, `--hf-token`, `--password`, `MYSQL_PWD`, `DB_PASS`; not `MAX_TOKENS`, `--tokenizer`,
+`HF_TOKEN_PATH`, `PWD` or `BYPASS`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ _SECRET_ENDINGS = (
     "credentials",
 )
 _SECRET_WORDS = frozenset({"auth", "authorization", "pat", "cookie"})
+# secret only as the last of two or more words, and only whole: `MYSQL_PWD`, `DB_PASS`, `--db-pass`;
+# not the shell's `PWD` or `OLDPWD`, nor `BYPASS` or `COMPASS`
+_SECRET_LAST_WORDS = frozenset({"pass", "pwd"})
 SHAPE = re.compile(
     r"(?<![A-Za-z0-9])(?:"
     r"hf_[A-Za-z0-9]{8,}"  # Hugging Face
@@ -45,7 +49,8 @@ def secret_name(name: str) -> bool:
     words = [w.lower() for w in _WORD.findall(name) if not w.isdigit()]
     if not words:
         return False
-    return words[-1].endswith(_SECRET_ENDINGS) or words[-1] in _SECRET_WORDS
+    last = words[-1]
+    return last.endswith(_SECRET_ENDINGS) or last in _SECRET_WORDS or (len(words) > 1 and last in _SECRET_LAST_WORDS)
 
 
 def secret_flag(token: str) -> bool:
@@ -65,3 +70,18 @@ def secret_template(tokens: Sequence[str], slot: str = "{value}") -> bool:
 def looks_secret(value: str) -> bool:
     """A value shaped like a token (`hf_...`, `sk-...`, a JWT), whatever its name."""
     return bool(SHAPE.search(value))
+
+
+def holds_secret(value: str) -> bool:
+    """A value that carries a secret: a token shape, or a secret flag or name given a value
+    among its words (`--api-key X`, `--token=X`, `HF_TOKEN=X`), as an env value may."""
+    if looks_secret(value):
+        return True
+    words = value.split()
+    for index, word in enumerate(words):
+        name, eq, rest = word.partition("=")
+        if eq and rest and secret_name(name):
+            return True
+        if not eq and secret_flag(word) and index + 1 < len(words) and not words[index + 1].startswith("-"):
+            return True
+    return False

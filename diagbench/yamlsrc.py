@@ -234,6 +234,16 @@ def parse_duration(value: str) -> float | None:
     return float(found.group(1)) * _UNITS[found.group(2)]
 
 
+def write_duration(seconds: float) -> str:
+    """A duration for people: `45s`, `1m`, `5m10s`, `90m`, `2h`."""
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes == 0:
+        return f"{seconds:g}s"
+    if secs:
+        return f"{minutes}m{secs}s"
+    return f"{minutes // 60}h" if minutes % 60 == 0 else f"{minutes}m"
+
+
 def suggest(word: str, choices: Iterable[str]) -> str:
     """'did you mean ...?' for a misspelt key, or the list of valid keys."""
     options = sorted(choices)

@@ -48,6 +48,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_gpu_locks(tmp_path_factory: pytest.TempPathFactory):
+    """GPU leases of this test session's own (every diagbench it starts inherits the folder):
+    the ids tests hand out are no GPUs, and a test session of another checkout on this host
+    must not wait for them."""
+    from diagbench.launch.gpulease import LOCKS_VAR
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(LOCKS_VAR, str(tmp_path_factory.mktemp("gpu-locks")))
+        yield
+
+
 def unique_id() -> str:
     """A run id no concurrent test session shares (the default, the second + the spec's name,
     can collide), so a test can find its own processes by it."""
@@ -98,6 +110,9 @@ class Runs:
     # the pipeline's RunEvents protocol, recorded as (kind, attempt, payload)
     def on_open(self, run_dir: Any, planned: Any, done: Any = ()) -> None:
         return None
+
+    def on_wait(self, item: Any, slot: Any, why: str) -> None:
+        self._event("wait", item, why)
 
     def on_start(self, item: Any, slot: Any) -> None:
         self._event("start", item, None)

@@ -10,6 +10,7 @@ Each argument is one action, done in order:
   ignore-term          ignore SIGTERM from now on
   child                start a child in the same group that sleeps forever
   worker               the same, but it writes "worker pid=N" first (so it is seen as a worker)
+  worker=TITLE         a worker that names itself TITLE a second later, as setproctitle does
   kill-workers=SIG     send SIG to the workers (never reaped: they stay zombies, as a busy parent's do)
   daemon=PIDFILE       double-fork a grandchild that calls setsid, ignores SIGTERM, sleeps
   progress=N           N tqdm-style "\\r" progress updates
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import ctypes
 import json
 import os
 import signal
@@ -173,6 +175,9 @@ def main(actions: list[str]) -> None:
             pid = os.fork()
             if pid == 0:
                 write(OUT, f"worker pid={os.getpid()}\n".encode())
+                if arg:  # after diagbench has seen it under its first name
+                    time.sleep(1)
+                    ctypes.CDLL(None).prctl(15, arg.encode()[:15], 0, 0, 0)  # PR_SET_NAME, the kernel's name
                 sleep_forever()
             WORKERS.append(pid)
             time.sleep(0.3)  # its line is out before the next action

@@ -160,3 +160,123 @@ def test_run_with_server_kind_takes_its_own_ready_line(runs) -> None:
     assert (known.outcome, known.signature, known.evidence.line_no) == ("ready", "vllm.uvicorn_ready", 2)
     unknown = runs.one({"command": command, "timeout": "1s"}, name="no-kind")
     assert unknown.outcome == "timeout"
+
+
+def test_a_vllm_worker_error_keeps_its_cause_behind_the_worker_prefix() -> None:
+    """Until it sets its title a worker prints as `(VllmWorker-0 pid=N)`: the ValueError behind
+    that prefix is the evidence, even with no signature of its own (here: its own removed)."""
+    without = [s for s in SIGS if s.id != "vllm.cpu_startup_host_oom"]
+    got = classify_file(FIXTURES / "vllm_cpu_startup_memory.log", without)
+    assert (got.outcome, got.failure_class, got.signature, got.line_no) == (
+        "failed",
+        "other",
+        "generic.uncaught_exception",
+        49,
+    )
+    assert got.line is not None and got.line.startswith("(VllmWorker-0 pid=23554) ERROR ")
+
+
+# Each line is a server's own wording (the signature's `source` cites the line it comes from).
+MEMORY_LINES = {
+    # vllm v1/worker/cpu_worker.py:83 (0.32.0)
+    "(Worker pid=300) ERROR 12-02 10:00:08 [multiproc_executor.py:953] ValueError: Available memory on node 0 "
+    "(8.06/23.47 GiB) on startup is less than desired CPU memory utilization (0.9, 21.12 GiB). On the CPU backend, "
+    "the `--gpu-memory-utilization` flag controls the fraction of CPU memory reserved (despite its name).": (
+        "vllm.cpu_startup_host_oom"
+    ),
+    # vllm worker/worker.py:492 raise_if_cache_size_invalid (0.6.3)
+    "[rank0]: ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (1600). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+    "initializing the engine.": "vllm.kv_cache_too_short",
+    # vllm worker/cpu_worker.py:283 (0.6.3)
+    "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in "
+    "KV cache (2048). Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the "
+    "engine.": "vllm.cpu_kv_space_host_oom",
+    # llama.cpp ggml-backend.cpp:1940, llama-kv-cache.cpp:109, ggml-metal.m:4400 (c392e5094)
+    "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 34359738400": (
+        "llamacpp.host_buffer_oom"
+    ),
+    "llama_kv_cache_init: failed to allocate buffer for kv cache": "llamacpp.buffer_oom",
+    "ggml_backend_metal_buffer_type_alloc_buffer: error: failed to allocate buffer, size =  1024.00 MiB": (
+        "llamacpp.buffer_oom"
+    ),
+}
+
+
+@pytest.mark.parametrize("line", sorted(MEMORY_LINES))
+def test_memory_errors_are_oom_and_the_id_says_host_or_device(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"{line}\nsome shutdown line\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.signature, got.line_no) == ("failed", "oom", MEMORY_LINES[line], 1)
+
+
+VLLM_UP = (
+    "(APIServer pid=1) INFO 12-02 10:00:00 [api_server.py:1000] vLLM API server version 0.11.0\n"
+    "(APIServer pid=1) INFO:     Started server process [1]\n"
+    "(APIServer pid=1) INFO:     Waiting for application startup.\n"
+    "(APIServer pid=1) INFO:     Application startup complete.\n"
+)
+REQUEST = '(APIServer pid=1) INFO:     127.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 200 OK\n'
+LATER = {
+    # a runtime error from a later request: the launch was ready
+    "runtime-oom": (
+        VLLM_UP,
+        "(EngineCore_DP0 pid=2) ERROR 12-02 10:05:00 [core.py:800] EngineCore encountered a fatal error.\n"
+        "(EngineCore_DP0 pid=2) ERROR 12-02 10:05:00 [core.py:800] torch.OutOfMemoryError: CUDA out of memory.\n",
+        ("ready", None, "vllm.uvicorn_ready"),
+    ),
+    # uvicorn binds after `Application startup complete.` when it is not handed a bound socket
+    # (uvicorn server.py startup; vLLM before 0.6; corpus 024)
+    "bind-error": (
+        VLLM_UP,
+        "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n",
+        ("failed", "port_in_use", "generic.port_in_use"),
+    ),
+    # SGLang warms up after uvicorn's lines, which for a server not known are weak (sglang#2468)
+    "warm-up": (
+        "INFO:     Application startup complete.\nINFO:     Uvicorn running on http://0.0.0.0:30000\n",
+        "[2025-01-01 10:00:00] Initialization failed. warmup error: Traceback (most recent call last):\n",
+        ("failed", "other", "sglang.warmup_failed"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATER))
+@pytest.mark.parametrize("pad_mb", [0, 10])
+def test_a_failure_after_the_ready_line_counts_the_same_however_far_after(
+    tmp_path: Path, case: str, pad_mb: int
+) -> None:
+    """Classified in one read or with 10 MB of request lines between them (past the 8 MB
+    block): only a bind error or an unconfirmed ready line's failure overrules it."""
+    head, tail, want = LATER[case]
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        out.write(head + REQUEST * (pad_mb * (1 << 20) // len(REQUEST)) + tail)
+    got = classify_file(log, SIGS, server="vllm" if case == "bind-error" else None)
+    assert (got.outcome, got.failure_class, got.signature) == want
+
+
+def test_a_vllm_log_that_ends_at_its_route_listing_is_not_ready(tmp_path: Path) -> None:
+    """vLLM lists its routes before uvicorn loads its config (SSL files) and runs the app's
+    lifespan, and before 0.6 before uvicorn bound the port (launcher.py serve_http): only
+    uvicorn's own lines prove ready."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        "INFO 05-10 10:00:00 api_server.py:212] vLLM API server version 0.4.2\n"
+        "INFO 05-10 10:00:41 launcher.py:28] Available routes are:\n"
+        "INFO 05-10 10:00:41 launcher.py:33] Route: /v1/completions, Methods: POST\n"
+    )
+    for server in (None, "vllm"):
+        got = classify_file(log, SIGS, server=server)
+        assert (got.outcome, got.server, got.phase) == ("unknown", "vllm", "serving")
+
+
+def test_choosing_the_vllm_pack_is_not_naming_the_server(tmp_path: Path) -> None:
+    """A bare uvicorn line counts once the server is vLLM (`--server vllm`, `kind: vllm`), not
+    because only vLLM's pack was chosen (the README says so)."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO:     Started server process [1]\nINFO:     Application startup complete.\n")
+    vllm_only = load_packs(["vllm"], tmp_path)
+    assert classify_file(log, vllm_only).outcome == "unknown"
+    assert classify_file(log, vllm_only, server="vllm").signature == "vllm.uvicorn_ready"

@@ -11,17 +11,27 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import fake_command, write_spec
 from diagbench.errors import SpecError, UserError
-from diagbench.execute.slurm.commands import JobState, parse_queue, parse_sacct
+from diagbench.execute.cancel import Cancel
+from diagbench.execute.choice import requested, slurm_notes
+from diagbench.execute.events import QuietEvents
+from diagbench.execute.slots import queue_notes, queue_slots
+from diagbench.execute.slurm import follow
+from diagbench.execute.slurm.commands import JobState, limit_seconds, parse_queue, parse_sacct
 from diagbench.execute.slurm.executor import Turnstile
-from diagbench.execute.slurm.jobs import JobFile, SlurmSettings, job_script, walltime
+from diagbench.execute.slurm.jobs import JobFile, Progress, SlurmSettings, job_script, walltime
+from diagbench.execute.slurm.probe import probe_options
 from diagbench.launch.process import sweep_tagged
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
 from diagbench.spec.load import load_spec
+from diagbench.spec.plan import plan_attempts
+from diagbench.vocab import Outcome
+from diagbench.yamlsrc import write_duration
 
 READY = "The server is fired up and ready to roll!"
 
@@ -113,11 +123,13 @@ def test_the_job_script_runs_the_setup_then_execs_the_worker(tmp_path: Path) -> 
 
 
 def test_squeue_lines_become_job_states() -> None:
-    text = "12|PENDING|Priority||diagbench-001|/runs/r\n13|RUNNING|None|node7|diagbench-002|/runs/r\nnoise\n"
+    text = "12|PENDING|Priority||diagbench-001|5:00|/runs/r\n13|RUNNING|None|node7|diagbench-002|1:00:00|/runs/a|b\nnoise\n"
     assert parse_queue(text) == [
-        JobState("12", "PENDING", "Priority", "", "diagbench-001", "/runs/r"),
-        JobState("13", "RUNNING", "", "node7", "diagbench-002", "/runs/r"),
+        JobState("12", "PENDING", "Priority", "", "diagbench-001", "/runs/r", "5:00"),
+        JobState("13", "RUNNING", "", "node7", "diagbench-002", "/runs/a|b", "1:00:00"),
     ]
+    limits = ["1:00", "5:00", "1:30:00", "2-00:01:00", "UNLIMITED", "NOT_SET", "", "1:x"]
+    assert [limit_seconds(w) for w in limits] == [60, 300, 5400, 172860, None, None, None, None]
     assert JobState("14", "TIMEOUT", "TimeLimit").describe() == "TIMEOUT (TimeLimit)"
     sacct = "15|CANCELLED by 1000|None|node3\n15.batch|CANCELLED||node3\n16|NODE_FAIL|NodeDown|node4\n"
     assert parse_sacct(sacct, "15") == JobState("15", "CANCELLED", "", "node3")
@@ -235,3 +247,154 @@ def test_jobs_enter_the_queue_in_plan_order_and_a_missing_one_holds_nobody_for_l
     assert skipped.wait("b") is True  # gave up on "a"
     skipped.passed("b")
     assert skipped.wait("c") is False  # "b" passed and "a" was given up on: no second wait
+
+
+def test_gpus_with_slurm_is_exit_2_before_anything_is_submitted(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, {"command": fake_command(f"out={READY}", "hang")})
+    runs = tmp_path / "runs"
+    # no sbatch on PATH: had it got as far as Slurm, it would say that instead
+    out = run_cli("run", str(spec), "--runs-dir", str(runs), "--executor", "slurm", "--gpus", "0,1", env={"PATH": ""})
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "diagbench: --gpus applies to local runs; on Slurm the cluster hands out GPUs: set server.gpus (GPUs per attempt)"
+    )
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_a_fixed_port_holds_slurm_jobs_to_one_at_a_time_as_here(tmp_path: Path) -> None:
+    fixed = load_spec(write_spec(tmp_path, {"command": fake_command("hang"), "port": 18555}))
+    auto = load_spec(write_spec(tmp_path, {"command": fake_command("hang")}))
+    assert len(queue_slots(fixed.server, None, 6).slots) == 1
+    assert queue_slots(fixed.server, None, 6).notes == (
+        "server.port is fixed (18555): one attempt at a time "
+        "(Slurm may put jobs on one node; port: auto submits them all at once)",
+    )
+    assert len(queue_slots(auto.server, None, 6).slots) == 6 and not queue_slots(auto.server, None, 6).notes
+    assert len(queue_slots(auto.server, 2, 6).slots) == 2
+    assert queue_notes(fixed.server, 1) == []  # asked for one at a time: nothing to tell
+    with pytest.raises(UserError, match=r"^--parallel 2 needs server.port: auto \(cells cannot share port 18555\)$"):
+        queue_notes(fixed.server, 2)
+
+
+def test_a_slurm_time_shorter_than_timeout_and_grace_is_noted(tmp_path: Path) -> None:
+    spec = load_spec(spec_with(tmp_path, "executor: {kind: slurm, time: 2m}\n"))  # timeout 5m, grace 10s
+    given = command_line_executor(None, None, None, "1m")
+    notes = slurm_notes(spec, given.over(spec.executor), given, None, gpus=False)
+    assert notes == [
+        "--slurm-time 1m is shorter than server.timeout + grace (5m10s): an attempt still starting when "
+        "Slurm's time limit ends its job is recorded as a timeout"
+    ]
+    assert slurm_notes(spec, spec.executor, ExecutorSpec(), None, gpus=False)[0].startswith("executor.time: 2m is ")
+    enough = command_line_executor(None, None, None, "6m")
+    assert slurm_notes(spec, enough.over(spec.executor), enough, None, gpus=False) == []
+    assert [write_duration(s) for s in (0.5, 45, 60, 310, 5400, 7200)] == ["0.5s", "45s", "1m", "5m10s", "90m", "2h"]
+
+
+def test_the_probe_job_leaves_off_only_the_options_that_hold_a_job_back() -> None:
+    attempts = SlurmSettings(walltime_s=60, partition="gpu", args=("--account=ml", "--dependency=afterok:5"))
+    options = [
+        *attempts.sbatch_options(with_gpus=False),
+        *["-d", "afterok:6", "--begin", "now+1h", "-bnow+2h", "--hold", "-H", "--qos=high", "-dafterany:7"],
+        *["--begin=now+3h", "--uid=nobody", "--constraint=h100", "-D", "/shared"],
+    ]
+    assert probe_options(options) == [
+        "--time=00:01:00",
+        "--partition=gpu",
+        "--no-requeue",
+        "--account=ml",
+        "--qos=high",
+        "--uid=nobody",
+        "--constraint=h100",
+        "-D",
+        "/shared",
+    ]
+
+
+def recorded_run(tmp_path: Path, executor: dict[str, object]) -> Path:
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"options": {"executor": executor}}))
+    return run
+
+
+def test_resume_takes_the_specs_secrets_from_the_spec_never_the_redacted_copy(tmp_path: Path) -> None:
+    token = "hf_" + "s3cr3tTokenValue0123456789"
+    spec = load_spec(
+        spec_with(tmp_path, f"executor: {{kind: slurm, args: [--qos=high], setup: ['export HF_TOKEN={token}']}}\n")
+    )
+    recorded = {
+        "kind": "slurm",
+        "partition": "gpu",  # from the first command line, as the rest below the spec's args
+        "args": ["--qos=high", "--account=ml"],
+        "time_s": 600.0,
+        "setup": ["export HF_TOKEN=<redacted>"],
+        "python": None,
+    }
+    again = requested(spec, ExecutorSpec(), recorded_run(tmp_path / "a", recorded))
+    assert again == ExecutorSpec(
+        ExecutorKind.SLURM, "gpu", ("--qos=high", "--account=ml"), 600.0, (f"export HF_TOKEN={token}",)
+    )
+    # a secret the first command line gave is blanked in the manifest: given again, it takes its place
+    run = recorded_run(tmp_path / "b", {**recorded, "args": ["--qos=high", "--export=ALL,HF_TOKEN=<redacted>"]})
+    with pytest.raises(UserError) as caught:
+        requested(spec, ExecutorSpec(), run)
+    assert str(caught.value) == (
+        f"{run}: the recorded executor settings hold redacted secrets (--slurm-arg=--export=ALL,HF_TOKEN=<redacted>): "
+        "give the spec again, with those --slurm-arg options in full"
+    )
+    given = command_line_executor(None, None, [f"--export=ALL,HF_TOKEN={token}"], None)
+    assert requested(spec, given, run).args == ("--qos=high", f"--export=ALL,HF_TOKEN={token}")
+    # resumed where it ran: a run started with --executor local keeps running here
+    local = recorded_run(tmp_path / "c", {"kind": "local", "args": [], "setup": []})
+    assert requested(spec, ExecutorSpec(), local) == ExecutorSpec(ExecutorKind.LOCAL)
+
+
+def test_isolate_says_it_launches_here_when_the_spec_names_slurm(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: x\nserver: {command: foo, timeout: 5m}\nmatrix:\n  a: {env: A, values: [1, 2]}\nexecutor: slurm\n"
+    )
+    out = run_cli("isolate", str(spec), "--good", "a=1", "--bad", "a=2", "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == (
+        "diagbench: note: isolate launches on this host (the spec's executor: slurm applies to diagbench run)"
+    )
+
+
+class EndedBoard:
+    """What Slurm says of one job that has ended (the rest of Follow is the real thing)."""
+
+    def __init__(self, state: JobState):
+        self.ended = state
+
+    def state(self, job_id: str) -> JobState:
+        return self.ended
+
+
+@pytest.mark.parametrize("worker_started", [True, False], ids=["worker-started", "never-started"])
+def test_a_time_limit_without_a_record_is_a_timeout_only_if_the_worker_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_started: bool
+) -> None:
+    monkeypatch.setattr(follow, "RECORD_LAG_S", 0.2)  # no record is coming: the worker was killed
+    spec = load_spec(write_spec(tmp_path, {"command": fake_command("hang")}))
+    item = plan_attempts(spec.cells, 1)[0]
+    folder = tmp_path / "cells" / item.name
+    folder.mkdir(parents=True)
+    if worker_started:
+        Progress("31", "node7", [], "capture bs=32", time.time()).write(folder)
+    ended = JobState("31", "TIMEOUT", "TimeLimit", "node7", limit="1:30:00")  # a --slurm-arg=--time wins
+    cancel = Cancel()
+    try:
+        board: Any = EndedBoard(ended)  # answers state() as a JobBoard does
+        watch = follow.Follow(item, "31", folder, board, 3.0, cancel, QuietEvents(), lambda _: None, 600.0)
+        record = watch.until_record()
+    finally:
+        cancel.close()
+    if worker_started:
+        assert record.outcome is Outcome.TIMEOUT
+        assert record.reason == "the Slurm job's time limit (90m) ended it in phase capture bs=32 (job 31)"
+        assert record.phase == "capture bs=32"
+    else:
+        assert record.outcome is Outcome.LAUNCH_ERROR
+        assert record.reason == "Slurm job 31 ended TIMEOUT (TimeLimit) without a record"
+    assert record.executor == {"kind": "slurm", "job_id": "31", "node": "node7"}

@@ -87,8 +87,25 @@ def test_repeats_must_all_agree_for_support():
     assert judge(ON, CELLS, ok).verdict == "supported"
     flaky = [*ok, rec("kernel=mma,compile=on", "crashed", repeat=2)]
     assert judge(ON, CELLS, flaky).verdict == "inconclusive"
-    broken = [*ok, rec("kernel=mma,compile=on", "failed", "cuda_graph_capture", repeat=2)]
-    assert judge(ON, CELLS, broken).verdict == "refuted"
+    disagrees = [*ok, rec("kernel=mma,compile=on", "failed", "cuda_graph_capture", repeat=2)]
+    v = judge(ON, CELLS, disagrees)  # ready 1/2, failed 1/2: the cell contradicts itself
+    assert (v.verdict, v.reason) == ("inconclusive", "kernel=mma,compile=on flaky (1/2 ready)")
+    broken = [r for r in disagrees if r.cell_id != "kernel=mma,compile=on" or r.repeat == 2]
+    v = judge(ON, CELLS, broken)  # the same failure with no run that came up: refuted
+    assert (v.verdict, v.reason) == ("refuted", "kernel=mma,compile=on failed:cuda_graph_capture")
+
+
+def test_a_flaky_cell_does_not_hide_a_cell_that_refutes_consistently():
+    records = [
+        rec("kernel=stock,compile=on", "ready"),
+        rec("kernel=stock,compile=on", "failed", "cuda_graph_capture", repeat=2),
+        rec("kernel=mma,compile=on", "failed", "cuda_graph_capture"),
+        rec("kernel=mma,compile=on", "timeout", repeat=2),
+    ]
+    v = judge(ON, CELLS, records)
+    assert (v.verdict, v.reason) == ("refuted", "kernel=mma,compile=on failed:cuda_graph_capture (1/2)")
+    assert v.to_json()["evidence"]["cell_id"] == "kernel=mma,compile=on"
+    assert v.flaky == "kernel=stock,compile=on 1/2 ready"
 
 
 def test_expectations_flag_violations_only():

@@ -46,6 +46,9 @@ class Recorder:
     def on_open(self, run_dir: Any, planned: Any, done: Any = ()) -> None:
         return None
 
+    def on_wait(self, item: Any, slot: Any, why: str) -> None:
+        return None
+
     def on_start(self, item: Any, slot: Any) -> None:
         self.started.append(item.name)
 

@@ -274,6 +274,36 @@ def test_launcher_container_and_paste_prefixes_do_not_hide_a_line():
     ]
 
 
+def test_ray_vllm_journald_and_torch_prefixes_do_not_hide_a_line():
+    scanner = Scanner(SIGS)
+    text = (
+        # Ray (ray/_private/worker.py print_worker_logs): no name, an actor's, a Serve replica's
+        b"(pid=5) ModuleNotFoundError: No module named 'x'\n"
+        b"(ServeReplica:default:VLLMDeployment pid=812) Killed\n"
+        b"(RayWorkerWrapper pid=77, ip=fd00::2) ImportError: libcudart.so.12\n"
+        # a vLLM worker before it sets its title (multiproc_executor.py: name=f"VllmWorker-{rank}")
+        b"(VllmWorker-0 pid=23554) ERROR 12-02 19:32:34 [multiproc_executor.py:953] ImportError: x\n"
+        # journalctl -o short-iso (systemd 252: %z), short-iso-precise, short-precise; rsyslog RFC 3339
+        b"2024-07-25T14:36:08+0000 gpu-node python3[1234]: Killed\n"
+        b"2024-07-25T14:36:08.123456+0200 gpu-node vllm[594237]: ImportError: y\n"
+        b"Jul 25 14:36:08.123456 gpu-node vllm[594237]: Killed\n"
+        b"2024-07-25T14:36:08+00:00 gpu-node python3[1234]: Killed\n"
+        # torch's logging: a path in glog's file part, then a compile id
+        b"W1202 19:37:11.217000 32570 torch/_dynamo/convert_frame.py:2415] [0/0] ImportError: z\n"
+    )
+    assert strong_hits(scanner, text) == [
+        (1, "generic.import_error"),
+        (2, "generic.killed"),
+        (3, "generic.import_error"),
+        (4, "generic.import_error"),
+        (5, "generic.killed"),
+        (6, "generic.import_error"),
+        (7, "generic.killed"),
+        (8, "generic.killed"),
+        (9, "generic.import_error"),
+    ]
+
+
 def test_a_marker_is_reported_once_per_buffer():
     scanner = Scanner(SIGS)
     text = b"".join(

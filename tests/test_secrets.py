@@ -187,14 +187,21 @@ def test_a_secret_cannot_be_a_label(tmp_path: Path, axis: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["HF_TOKEN", "OPENAI_API_KEY", "--api-key", "--hf-token", "--token", "--password", "apiKey", "HF_TOKEN2", "AUTH"],
+    [
+        *("HF_TOKEN", "OPENAI_API_KEY", "--api-key", "--hf-token", "--token", "--password", "apiKey", "HF_TOKEN2"),
+        *("AUTH", "MYSQL_PWD", "DB_PASS", "DB_PASSWD", "PASSWD", "--db-pass", "dbPass", "userPwd"),
+    ],
 )
 def test_secret_names(name: str) -> None:
     assert secret_name(name)
 
 
 @pytest.mark.parametrize(
-    "name", ["MAX_TOKENS", "--max-total-tokens", "--tokenizer", "TOKENIZERS_PARALLELISM", "HF_TOKEN_PATH", "PWD"]
+    "name",
+    [
+        *("MAX_TOKENS", "--max-total-tokens", "--tokenizer", "TOKENIZERS_PARALLELISM", "HF_TOKEN_PATH"),
+        *("PWD", "OLDPWD", "BYPASS", "COMPASS", "PASS", "--pass", "DB_PASSAGE", "PWD_DIR"),
+    ],
 )
 def test_names_that_only_contain_a_secret_word(name: str) -> None:
     assert not secret_name(name)
@@ -279,3 +286,54 @@ def test_the_part_of_a_secret_left_at_a_cut_end_is_blanked() -> None:
     assert secrets.cut("345678 and the rest of a log tail") == f"{REDACTED} and the rest of a log tail"
     assert secrets.cut("clipped at hf_abc") == f"clipped at {REDACTED}"
     assert secrets.cut("an ordinary line that ends in 1234") == "an ordinary line that ends in 1234"
+
+
+def test_the_url_password_pattern_blanks_what_it_did_before_it_was_made_linear() -> None:
+    """Every string of up to 6 pieces that matter, and longer random ones, blanked as the
+    pattern before the fix blanked them (its cost: benchmarks/redaction.py)."""
+    import itertools
+    import random
+    import re
+
+    from diagbench.records.redact import _URL_PASSWORD
+
+    old = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
+
+    def blanked(pattern: re.Pattern[str], text: str) -> str:
+        return pattern.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(2)}", text)
+
+    pieces = ("a", "1", "://", ":", "@", "/", " ")
+    short = ("".join(t) for n in range(1, 7) for t in itertools.product(pieces, repeat=n))
+    rng = random.Random(8)
+    long = ("".join(rng.choices("aZ9+.-:/@ \t_?#=", k=rng.randint(8, 40))) for _ in range(20_000))
+    differ = [text for text in itertools.chain(short, long) if blanked(old, text) != blanked(_URL_PASSWORD, text)]
+    assert differ == []
+    assert blanked(_URL_PASSWORD, "see 1git+ssh://me:pw@host/x") == f"see 1git+ssh://me:{REDACTED}@host/x"
+
+
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_classify_prints_a_logs_lines_with_their_secrets_blanked(tmp_path: Path, how: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "loading\n"
+        f"ServerArgs(api_key='{SECRETS['service_env']}', hf={SECRETS['hf_env']!r}, model='m')\n"
+        f"GET /health?token={SECRETS['token_eq_flag']}&v=1 with {SECRETS['caller_env']}\n"
+        f"torch.OutOfMemoryError: CUDA out of memory. --api-key {SECRETS['api_key_flag']}\n"
+    )
+    source = ("server.log",) if how == "file" else ("-",)
+    shown = {}
+    for extra in ((), ("--json",)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "diagbench", "classify", *source, *extra],
+            input=log.read_text() if how == "stdin" else None,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"]},
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        shown[extra] = proc.stdout
+    assert leaks(shown[()] + shown[("--json",)]) == []
+    assert json.loads(shown[("--json",)])["line"] == f"torch.OutOfMemoryError: CUDA out of memory. --api-key {REDACTED}"
+    assert f"GET /health?token={REDACTED}&v=1 with {REDACTED}" in shown[()]  # context lines too

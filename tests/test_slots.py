@@ -275,7 +275,7 @@ def test_defaults_without_gpus_and_explicit_lists_without_a_query():
     assert offer_gpus(None, {}, None).ids == ()
     assert offer_gpus(parse_gpu_request("none"), {}, HOST).ids == ()
     listed = offer_gpus(parse_gpu_request("0,1,2,3"), {}, None)
-    assert listed.ids == ("0", "1", "2", "3") and listed.note is not None and "as given" in listed.note
+    assert listed.ids == ("0", "1", "2", "3") and len(listed.notes) == 1 and "as given" in listed.notes[0]
     with pytest.raises(UserError, match="no GPU can be queried here"):
         offer_gpus(parse_gpu_request("all"), {}, None)
     assert offer_gpus(parse_gpu_request("all"), {"CUDA_VISIBLE_DEVICES": "4,5"}, None).ids == ("4", "5")
@@ -283,7 +283,9 @@ def test_defaults_without_gpus_and_explicit_lists_without_a_query():
 
 def test_ids_not_on_the_host_are_used_as_given_with_a_note():
     offer = offer_gpus(parse_gpu_request("0,5"), {}, HOST)
-    assert offer.ids == ("0", "5") and offer.note == "--gpus 0,5: 5 not among this host's GPUs (0,1,2); used as given"
+    assert offer.ids == ("0", "5") and offer.notes == (
+        "--gpus 0,5: 5 not among this host's GPUs (0,1,2); used as given",
+    )
 
 
 def test_gpu_request_words():

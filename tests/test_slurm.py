@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -137,20 +138,33 @@ def spec_file(
 
 # A server for these tests: `hang...` never becomes ready; `quick` is ready at once; `slow`
 # after 12 s; `fail` prints a failure line; `meet` prints its CUDA_VISIBLE_DEVICES, then waits until every `meet`
-# server of the run has started (so they provably ran at the same time), then is ready.
+# server of the run has started (so they provably ran at the same time), then is ready; `listen...` holds
+# the port its command line names (before the case) for 3 s, then is ready; `go` is ready once a file `go`
+# is in the folder, and says whether HF_TOKEN is set; `compiling` enters the phase `compile`, never ready.
 SERVER = """
-import os, sys, time
-folder, case = sys.argv[1], sys.argv[2]
+import os, socket, sys, time
+folder, case = sys.argv[1], sys.argv[-1]
 print("gpus=" + os.environ.get("CUDA_VISIBLE_DEVICES", ""), flush=True)
 if case.startswith("meet"):
     open(os.path.join(folder, "met-" + case), "w").close()
     while len([n for n in os.listdir(folder) if n.startswith("met-")]) < 2:
         time.sleep(0.1)
+if case.startswith("listen"):
+    held = socket.socket()
+    held.bind(("127.0.0.1", int(sys.argv[2])))
+    held.listen()
+    time.sleep(3)
+if case == "go":
+    print("token=" + ("set" if os.environ.get("HF_TOKEN", "").startswith("hf_") else "unset"), flush=True)
+    while not os.path.exists(os.path.join(folder, "go")):
+        time.sleep(0.1)
+if case == "compiling":
+    print("refserver: torch.compile enabled", flush=True)
 if case == "slow":
     time.sleep(12)
 if case == "fail":
     print("BOOM", flush=True)
-if not case.startswith("hang"):
+if not case.startswith("hang") and case != "compiling":
     print("READY", flush=True)
 time.sleep(3600)
 """
@@ -414,3 +428,102 @@ def test_no_secret_of_the_spec_or_the_sbatch_options_is_written_down(
     assert [name for name, text in written.items() if token in text or key in text] == []
     assert token not in out + err and key not in out + err
     assert "export HF_TOKEN=<redacted>" in written["job.sh"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_fixed_port_runs_one_job_at_a_time_as_a_local_run_does(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    port = free_port()
+    spec = spec_file(tmp_path, [*server, "{port}"], ["listen-a", "listen-b"], port=port)
+    runs_dir = tmp_path / "runs"
+    code, out, err = finish(diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm"))
+    assert code == 0, out + err
+    run_dir = only_run(runs_dir)
+    first, second = (result_of(run_dir, a) for a in sorted(p.name for p in run_dir.glob("cells/*")))
+    assert first["outcome"] == second["outcome"] == "ready", (first, second)  # at once, one would find it taken
+    assert f"diagbench: note: server.port is fixed ({port}): one attempt at a time" in err
+    submitted = json.loads((run_dir / "cells" / second["attempt"] / "job.json").read_text())["submitted_at"]
+    first_done = (run_dir / "cells" / first["attempt"] / "result.json").stat().st_mtime
+    assert submitted >= first_done  # the second job entered the queue once the first had its record
+    no_tagged_left(run_dir)
+
+
+def test_resume_gives_the_job_the_specs_secrets_not_the_manifests_blanks(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    token = "hf_" + "s3cr3tTokenValue0123456789"
+    spec = spec_file(
+        tmp_path, server, ["go"], top={"executor": {"kind": "slurm", "setup": [f"export HF_TOKEN={token}"]}}
+    )
+    runs_dir = tmp_path / "runs"
+    proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir))
+    run_dir = only_run(runs_dir)
+    (attempt,) = wait_for("the worker to start", lambda: list(progress_of(run_dir)))
+    log = run_dir / "cells" / attempt / "server.log"
+    wait_for("the server's token line", lambda: log.is_file() and "token=" in log.read_text())
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, out + err
+    assert result_of(run_dir, attempt)["outcome"] == "cancelled"
+
+    code, out, err = finish(diagbench("run", "--resume", str(run_dir)))  # the manifest's spec has it blanked
+    assert code == 2, out + err
+    assert "give the spec again" in last_line(err) and "Traceback" not in err
+    (Path(server[-1]) / "go").touch()  # from now on the server comes up
+    code, out, err = finish(diagbench("run", str(spec), "--resume", str(run_dir)))
+    assert code == 0, out + err  # was: the job ran `export HF_TOKEN=<redacted>`: sh's syntax error, exit 2
+    record = result_of(run_dir, attempt)
+    assert record["outcome"] == "ready", record
+    assert "token=set" in log.read_text()  # the server got the spec's token, not the manifest's blank
+    written = [p for p in run_dir.rglob("*") if p.is_file() and token in p.read_text(errors="replace")]
+    assert written == []
+    assert "export HF_TOKEN=<redacted>" in (run_dir / "cells" / attempt / "job.sh").read_text()
+    no_tagged_left(run_dir)
+
+
+def test_a_job_resubmitted_leaves_no_server_log_of_the_earlier_try(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    spec = spec_file(tmp_path, server, ["hang"])
+    runs_dir = tmp_path / "runs"
+    proc = diagbench("run", str(spec), "--runs-dir", str(runs_dir), "--executor", "slurm")
+    run_dir = only_run(runs_dir)
+    (attempt,) = wait_for("the worker to start", lambda: list(progress_of(run_dir)))
+    log = run_dir / "cells" / attempt / "server.log"
+    wait_for("the server's first line", lambda: log.is_file() and log.read_text().startswith("gpus="))
+    proc.send_signal(signal.SIGINT)
+    assert finish(proc)[0] == 130
+    # resubmitted with an output file Slurm cannot open: the job fails before its worker runs
+    args = ["--resume", str(run_dir), "--slurm-arg=--output=/nonexistent/slurm.out"]
+    code, out, err = finish(diagbench("run", *args))
+    assert code == 2, out + err
+    record = result_of(run_dir, attempt)
+    assert record["outcome"] == "launch_error" and "without a record" in record["reason"], record
+    assert not log.exists()  # the first try's log is not left beside the second try's record
+    no_tagged_left(run_dir)
+
+
+def test_a_job_that_runs_into_its_time_limit_is_a_timeout_in_its_phase(
+    tmp_path: Path, server: list[str], diagbench: Start
+) -> None:
+    spec = spec_file(tmp_path, server, ["compiling"])  # timeout 90s, grace 3s
+    runs_dir = tmp_path / "runs"
+    args = ["--runs-dir", str(runs_dir), "--executor", "slurm", "--slurm-time", "1m"]  # Slurm's least
+    code, out, err = finish(diagbench("run", str(spec), *args))
+    assert code == 0, out + err  # it started: not "no attempt could start"
+    assert "diagbench: note: --slurm-time 1m is shorter than server.timeout + grace (1m33s)" in err
+    run_dir = only_run(runs_dir)
+    (attempt,) = [p.name for p in run_dir.glob("cells/*")]
+    record = result_of(run_dir, attempt)
+    assert record["outcome"] == "timeout", record
+    job = record["executor"]["job_id"]
+    assert record["reason"] == f"the Slurm job's time limit (1m) ended it in phase compile (job {job})", record
+    assert (run_dir / "cells" / attempt / "server.log").read_text().startswith("gpus=")  # its log is kept
+    assert "no attempt could start" not in err
+    no_tagged_left(run_dir)

@@ -413,3 +413,66 @@ def test_deaths_by_an_orderly_signal_after_a_failure_or_after_the_decision_chang
     d = w.tick(2.2)
     assert (d.failure_class, d.signature, d.secondary_classes) == ("other", "generic.aborted", ())
     assert w.member_died("x (pid 5) was killed by SIGSEGV", 11, 3.0) is d
+
+
+# -- what a read's size must not change ---------------------------------------------------
+
+
+def decide(text: str, cuts: list[int]) -> tuple[Outcome, str | None, int]:
+    """The decision on `text` fed live, cut into reads after the given lines."""
+    w = Watch(ReadyRule(), deadline=None)
+    lines = text.splitlines(keepends=True)
+    for start, stop in zip([0, *cuts], [*cuts, len(lines)], strict=True):
+        feed(w, "".join(lines[start:stop]), first=start + 1)
+        if w.decision:
+            break
+    d = w.decision or w.end_of_log(0.0)
+    return d.outcome, d.signature, d.evidence.line_no
+
+
+def test_a_ready_line_holds_against_a_later_failure_in_the_same_read():
+    runtime = (
+        VLLM_UP
+        + "(EngineCore_DP0 pid=2) ERROR 12-02 10:05:00 [core.py:800] torch.OutOfMemoryError: CUDA out of memory.\n"
+    )
+    assert decide(runtime, []) == decide(runtime, [2]) == (Outcome.READY, "vllm.uvicorn_ready", 2)
+    # but uvicorn binds after `Application startup complete.` (when not handed a socket)
+    bind = (
+        VLLM_UP
+        + "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): address already in use\n"
+    )
+    assert decide(bind, [])[:2] == (Outcome.FAILED, "generic.port_in_use")
+
+
+def test_a_settle_window_closes_after_its_lines_however_the_log_was_read():
+    # a generic failure line, then 300 lines on a better one: outside the 200-line window
+    text = "Fatal Python error: Aborted\n" + "x\n" * 300 + "torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert decide(text, []) == decide(text, [1]) == decide(text, [250]) == (Outcome.FAILED, "generic.aborted", 1)
+
+
+WONT_CONVERT = "W1202 19:37:11.217000 32570 torch/_dynamo/convert_frame.py:2415] [0/0] "
+
+
+def test_errors_inside_a_wont_convert_record_are_handled_and_do_not_decide():
+    """TORCHDYNAMO_SUPPRESS_ERRORS=1: Dynamo logs the compile error as one warning record
+    (each line under the same header) and runs the frame eagerly."""
+    record = "".join(
+        WONT_CONVERT + line + "\n"
+        for line in (
+            "WON'T CONVERT f /srv/app.py line 4 ",
+            "due to: ",
+            "Traceback (most recent call last):",
+            "torch._dynamo.exc.BackendCompilerFailed: backend='bad_backend' raised:",
+            "RuntimeError: my backend broke",
+        )
+    )
+    w = Watch(ReadyRule(), deadline=10)
+    assert feed(w, record) is None and w.tick(1.0) is None
+    d = feed(w, "The server is fired up and ready to roll!\n", first=6)
+    assert (d.outcome, d.evidence.line_no) == (Outcome.READY, 6)
+    cut = Watch(ReadyRule(), deadline=None)  # a log that stops inside the record: its last error names it
+    feed(cut, record)
+    assert (cut.end_of_log(0.0).outcome, cut.decision.evidence.line_no) == (Outcome.FAILED, 5)
+    after = Watch(ReadyRule(), deadline=10)  # the same error outside the record decides
+    feed(after, record + "torch._dynamo.exc.BackendCompilerFailed: backend='bad_backend' raised:\n")
+    assert after.tick(1.0).failure_class == "torch_compile"

@@ -52,12 +52,14 @@ def plan(
     ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
     from diagbench.render.plan import plan_json, render_plan
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
     loaded = guarded(lambda: load_spec(spec))
+    guarded(lambda: check_decision_options(loaded, stop_when_decided, fail_fast=False))  # as run refuses it
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
@@ -139,11 +141,14 @@ def classify(
     from diagbench.logs.classify import classify_file, classify_stream, context
     from diagbench.logs.servers import server_name
     from diagbench.logs.signatures import load_packs
+    from diagbench.records.redact import Redactor, redact_classification
+
+    secrets = Redactor.of()  # a log's own secrets are never printed: by name, flag, shape, URL
 
     given = guarded(lambda: server_name(server)) if server is not None else None
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     if str(logfile) != "-":
-        result = guarded(lambda: classify_file(logfile, sigs, engine.value, given))
+        result = redact_classification(guarded(lambda: classify_file(logfile, sigs, engine.value, given)), secrets)
         if as_json:
             sys.stdout.write(json.dumps(result.to_json()) + "\n")
             return
@@ -153,6 +158,7 @@ def classify(
 
         with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
             result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy, given))
+            result = redact_classification(result, secrets)
             if as_json:
                 sys.stdout.write(json.dumps(result.to_json()) + "\n")
                 return
@@ -160,6 +166,7 @@ def classify(
             shown = context(copy, result.line_no) if result.line_no else []
     from diagbench.render.classify import render_classification
 
+    shown = [(number, secrets.cut(text)) for number, text in shown]  # clipped at 300 characters
     for line in render_classification(result, shown, given is not None):
         out.print(line, markup=False, soft_wrap=True)
 

@@ -17,6 +17,7 @@ from diagbench.vocab import ExitCode
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.execute.pipeline import RunResult
+    from diagbench.execute.resume import RunFlags
     from diagbench.spec.load import Spec
 
 
@@ -33,7 +34,7 @@ def run(
             metavar="AXIS=LABEL", autocompletion=complete_only, help="run only these cells; repeat it to narrow further"
         ),
     ] = None,
-    repeat: Annotated[int, typer.Option(min=1, metavar="N", help="launches per cell")] = 1,
+    repeat: Annotated[int | None, typer.Option(min=1, metavar="N", help="launches per cell (default 1)")] = None,
     parallel: Annotated[
         int | None,
         typer.Option(
@@ -43,7 +44,12 @@ def run(
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
     junit: Annotated[Path | None, typer.Option(metavar="FILE", help="also write a JUnit XML report here")] = None,
     resume: Annotated[
-        Path | None, typer.Option(metavar="RUN", help="finish an interrupted run (its manifest holds the spec)")
+        Path | None,
+        typer.Option(
+            metavar="RUN",
+            help="finish an interrupted run, with the spec and options it was started with "
+            "(--gpus, --parallel, --stop-when-decided, --fail-fast given again win)",
+        ),
     ] = None,
     gpus: Annotated[
         str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
@@ -69,8 +75,9 @@ def run(
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
-    from diagbench.execute.choice import requested
-    from diagbench.execute.pipeline import RunOptions, execute
+    from diagbench.execute.choice import requested, slurm_notes
+    from diagbench.execute.pipeline import RunOptions, check_decision_options, execute
+    from diagbench.execute.resume import RunFlags
     from diagbench.execute.slots import resolve_slots
     from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
@@ -84,23 +91,31 @@ def run(
         guarded(lambda: check_writable(junit, "--junit"))
     guarded(lambda: check_launchable(loaded_spec, only or [], resume is not None))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    given = RunFlags(tuple(only) if only else None, repeat, parallel, request, stop_when_decided, fail_fast)
+    flags = _flags(given, resume)
+    for note in guarded(lambda: check_decision_options(loaded_spec, flags.stop_when_decided, flags.fail_fast)):
+        err.print(f"diagbench: note: {note}", markup=False)
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
     slots = None  # on Slurm the cluster hands out GPUs, not this host
-    if guarded(lambda: requested(loaded_spec, where, resume)).resolved_kind is ExecutorKind.LOCAL:
-        slots = guarded(lambda: resolve_slots(loaded_spec, request, parallel))
-        for note in slots.notes:
-            err.print(f"diagbench: note: {note}", markup=False)
+    layers = guarded(lambda: requested(loaded_spec, where, resume))
+    if layers.resolved_kind is ExecutorKind.LOCAL:
+        slots = guarded(lambda: resolve_slots(loaded_spec, flags.gpus, flags.parallel))
+        notes = list(slots.notes)
+    else:  # --gpus given is refused there; a resumed Slurm run's recorded none is no mistake
+        notes = guarded(lambda: slurm_notes(loaded_spec, layers, where, flags.parallel, gpus is not None))
+    for note in notes:
+        err.print(f"diagbench: note: {note}", markup=False)
     options = RunOptions(
         runs_dir,
         run_id,
-        tuple(only or ()),
-        repeat,
-        parallel,
+        flags.only or (),
+        flags.repeat or 1,
+        flags.parallel,
         resume,
-        request,
-        stop_when_decided,
-        fail_fast,
+        flags.gpus,
+        flags.stop_when_decided,
+        flags.fail_fast,
         slots,
         where,
     )
@@ -115,6 +130,18 @@ def run(
         finally:
             progress.close()
         _finish(result, strict, junit, loaded_spec)
+
+
+def _flags(given: RunFlags, resume: Path | None) -> RunFlags:
+    """The options given; resuming, each one not given is the interrupted run's own (said so)."""
+    from diagbench.execute.resume import resumed_flags
+
+    if resume is None:
+        return given
+    flags, note = guarded(lambda: resumed_flags(resume, given))
+    if note is not None:
+        err.print(f"diagbench: note: {note}", markup=False)
+    return flags
 
 
 def _sweep_first(resume: Path | None, runs_dir: Path, cancel: Cancel) -> None:

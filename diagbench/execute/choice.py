@@ -12,15 +12,16 @@ from typing import Any
 from diagbench.errors import UserError
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import Executor, Gate
-from diagbench.execute.slots import SlotPlan, plain_slots, resolve_slots
-from diagbench.launch.gpu import GpuOffer
+from diagbench.execute.slots import SlotPlan, queue_notes, queue_slots, resolve_slots
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
+from diagbench.sensitive import REDACTED
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.yamlsrc import write_duration
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,10 @@ class Placement:
         self, spec: Spec, given: SlotPlan | None, gpus: GpuRequest | None, parallel: int | None, attempts: int
     ) -> SlotPlan:
         """This host's GPU slots; on Slurm, plain ones (the cluster hands out GPUs), one per
-        attempt unless --parallel caps the jobs in the queue."""
+        attempt unless --parallel caps the jobs in the queue (or a fixed port, one)."""
         if self.kind is ExecutorKind.LOCAL:
             return given or resolve_slots(spec, gpus, parallel)
-        per = spec.server.gpus or 0
-        offer = GpuOffer((), f"Slurm: --gres=gpu:{per} per job" if per else "Slurm: no GPU asked")
-        return SlotPlan(tuple(plain_slots(parallel or attempts)), per, offer)
+        return queue_slots(spec.server, parallel, attempts)
 
     def executor(
         self,
@@ -75,7 +74,7 @@ class Placement:
 def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:
     """The executor settings asked for: the command line's over a resumed run's (or the
     spec's). Slurm options for a run on this host are a mistake, said here."""
-    layers = given.over(_recorded(resume) if resume is not None else spec.executor)
+    layers = given.over(_resumed(spec, resume, given) if resume is not None else spec.executor)
     if layers.resolved_kind is ExecutorKind.LOCAL and layers.given_slurm_options():
         option = _OPTION_NAMES.get(layers.given_slurm_options()[0], "executor options")
         raise UserError(f"{option} applies to --executor slurm (add it, or set executor: slurm in the spec)")
@@ -96,6 +95,46 @@ def place(spec: Spec, given: ExecutorSpec, runs_dir: Path, resume: Path | None) 
 
 
 _OPTION_NAMES = {"partition": "--slurm-partition", "args": "--slurm-arg", "time": "--slurm-time"}
+
+
+def slurm_notes(spec: Spec, layers: ExecutorSpec, given: ExecutorSpec, parallel: int | None, gpus: bool) -> list[str]:
+    """Before anything is submitted: a local-only option is a mistake (UserError); what the
+    user should know about the jobs, one line each."""
+    if gpus:
+        raise UserError(
+            "--gpus applies to local runs; on Slurm the cluster hands out GPUs: set server.gpus (GPUs per attempt)"
+        )
+    notes = queue_notes(spec.server, parallel)
+    needs = spec.server.timeout + spec.server.grace
+    if layers.time is not None and layers.time < needs:
+        spec_said = not given.time and layers.time == spec.executor.time  # a resumed run's: its first --slurm-time
+        where = ("executor.time: " if spec_said else "--slurm-time ") + write_duration(layers.time)
+        notes.append(
+            f"{where} is shorter than server.timeout + grace ({write_duration(needs)}): an attempt still starting when "
+            "Slurm's time limit ends its job is recorded as a timeout"
+        )
+    return notes
+
+
+def _resumed(spec: Spec, run: Path, given: ExecutorSpec) -> ExecutorSpec:
+    """The executor a run was started with, its secrets back: the spec's own settings come from
+    the spec (its sha256 is the run's: they are exact), what the first command line added
+    from the manifest, which blanked its secrets: those must be given again."""
+    recorded = _recorded(run)
+    if (given.kind or recorded.resolved_kind) is ExecutorKind.LOCAL:
+        return ExecutorSpec(ExecutorKind.LOCAL)  # it runs here: the spec's Slurm settings are not for it
+    own = spec.executor
+    added = recorded.args[len(own.args) :]  # recorded: the spec's args, then the command line's
+    if any(REDACTED in arg for arg in added):
+        if not given.args:
+            shown = " ".join(f"--slurm-arg={arg}" for arg in added)
+            raise UserError(
+                f"{run}: the recorded executor settings hold redacted secrets ({shown}): give the spec again, "
+                "with those --slurm-arg options in full"
+            )
+        added = ()  # given again: this command line's take their place
+    args = (*own.args, *added)
+    return ExecutorSpec(recorded.kind, recorded.partition, args, recorded.time, own.setup, recorded.python)
 
 
 def _recorded(run: Path) -> ExecutorSpec:

@@ -17,6 +17,9 @@ class RunEvents(Protocol):
         """The run directory exists and the manifest is written; nothing launched yet. `done`:
         the attempts of `planned` already recorded (a resumed run's), never launched again."""
 
+    def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
+        """An attempt waits before its launch: `waiting for GPU 0 (held by diagbench pid 961)`."""
+
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         """An attempt is being launched on `slot`."""
 
@@ -31,6 +34,9 @@ class QuietEvents:
     """Events nobody watches (a library caller, a benchmark)."""
 
     def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
+        return None
+
+    def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
         return None
 
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:

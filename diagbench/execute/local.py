@@ -8,16 +8,19 @@ from typing import Any
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
+from diagbench.execute.scheduler import not_run
 from diagbench.execute.slots import Slot, SlotPlan
 from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
+from diagbench.launch.gpulease import hold_gpus
 from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor, redact_record
+from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
 
 
 class LocalExecutor:
@@ -38,6 +41,16 @@ class LocalExecutor:
         return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve())
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
+        """Launch `item` on `slot` once no other diagbench of the host holds its GPUs; they
+        stay leased until its tree is gone."""
+        known = self.slots.offer.host_index if self.slots else {}
+        label = f"attempt {item.name} of {self.tag(item).run_dir}"
+        with hold_gpus(slot.gpus, known, label, cancel.event, lambda why: events.on_wait(item, slot, why)) as held:
+            if not held:
+                return not_run(item, Outcome.CANCELLED, f"not started: {cancel.reason}")
+            return self._run(item, slot, cancel, events)
+
+    def _run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
         watched = self._watched(slot)
         gpu_info = self._settle_gpu(watched, cancel)
         events.on_start(item, slot)
@@ -60,7 +73,7 @@ class LocalExecutor:
             gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
             record = dataclasses.replace(record, gpu=gpu_info)
         record = dataclasses.replace(record, gpus=list(slot.gpus), executor=local_place())
-        secrets = Redactor.of([self.server.env, item.cell.env], [self.server.command, item.cell.args])
+        secrets = server_redactor(self.server, [item.cell.env], [item.cell.args])
         return redact_record(record, secrets)
 
     def _watched(self, slot: Slot) -> list[int] | None:

@@ -19,7 +19,7 @@ from diagbench.judge.verdicts import Verdict, Violation, check_expectations, jud
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor
+from diagbench.records.redact import server_redactor
 from diagbench.records.store import (
     RunDir,
     load_run,
@@ -77,8 +77,7 @@ def execute(
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge.
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
     placement = place(spec, options.executor, options.runs_dir, options.resume)  # Slurm: checked here
-    if options.stop_when_decided and not (spec.hypotheses or spec.expectations):
-        raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
+    check_decision_options(spec, options.stop_when_decided, options.fail_fast)
     slots: SlotPlan | None = None
     if options.resume is not None:
         run_dir, planned, done = reopen_run(spec, options.resume)
@@ -107,6 +106,16 @@ def execute(
     return result
 
 
+def check_decision_options(spec: Spec, stop_when_decided: bool, fail_fast: bool) -> list[str]:
+    """--stop-when-decided with nothing to decide is a usage error (nothing would run); the
+    notes to tell, such as --fail-fast with no expect to fail on."""
+    if stop_when_decided and not (spec.hypotheses or spec.expectations):
+        raise UserError("--stop-when-decided needs hypotheses or an expect in the spec: without, nothing would run")
+    if fail_fast and not spec.expectations:
+        return ["--fail-fast: the spec has no expect, nothing to fail fast on"]
+    return []
+
+
 def _launch_and_judge(
     spec: Spec,
     options: RunOptions,
@@ -119,12 +128,12 @@ def _launch_and_judge(
     cancel: Cancel,
 ) -> RunResult:
     finished = {r.attempt for r in done}
-    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast)
+    decider = Decider(spec.hypotheses, spec.expectations, options.stop_when_decided, options.fail_fast, options.repeat)
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
     executor = placement.executor(spec, run_dir, slots, decider, done, todo)
-    secrets = Redactor.of([spec.server.env], [spec.server.command])
+    secrets = server_redactor(spec.server)
     scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done, secrets)
     order = {p.name: i for i, p in enumerate(planned)}
     records = sorted([*done, *scheduled.records], key=lambda r: order.get(r.attempt, 0))

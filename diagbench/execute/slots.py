@@ -81,7 +81,7 @@ def plan_slots(
 ) -> SlotPlan:
     """Split the offered GPUs into slots of `server.gpus`; `parallel` caps how many are used."""
     per = server.gpus if server.gpus is not None else (1 if offer.ids else 0)
-    notes = [offer.note] if offer.note else []
+    notes = list(offer.notes)
     if per == 0 or not offer.ids:
         if per and server.gpus:
             notes.append(f"server.gpus: {per}, but no GPU is offered ({offer.source}): attempts get no {VISIBLE_VAR}")
@@ -100,6 +100,25 @@ def plan_slots(
         notes.append(f"server.port is fixed ({server.port}): one attempt at a time (port: auto runs {len(groups)})")
     slots = tuple(Slot(i, gpus) for i, gpus in enumerate(groups[:count]))
     return SlotPlan(slots, per, offer, tuple(notes))
+
+
+def queue_slots(server: ServerSpec, parallel: int | None, attempts: int) -> SlotPlan:
+    """A Slurm run's slots: plain ones (the cluster hands out GPUs), one per attempt unless
+    `parallel` caps the jobs in the queue; one where server.port is fixed (jobs may share a node)."""
+    per = server.gpus or 0
+    offer = GpuOffer((), f"Slurm: --gres=gpu:{per} per job" if per else "Slurm: no GPU asked")
+    count = _concurrency(server, parallel, attempts)
+    return SlotPlan(tuple(plain_slots(count)), per, offer, tuple(queue_notes(server, parallel)))
+
+
+def queue_notes(server: ServerSpec, parallel: int | None) -> list[str]:
+    """What a Slurm run's user hears before the first job: a fixed port holds the jobs to one
+    at a time, as it does here (exit 2 for --parallel above 1)."""
+    _concurrency(server, parallel, 1)
+    if server.port is None or parallel is not None:
+        return []
+    why = "Slurm may put jobs on one node; port: auto submits them all at once"
+    return [f"server.port is fixed ({server.port}): one attempt at a time ({why})"]
 
 
 def _concurrency(server: ServerSpec, parallel: int | None, available: int) -> int:

@@ -23,7 +23,7 @@ from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, dd
 from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor
+from diagbench.records.redact import server_redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
@@ -198,7 +198,7 @@ class Prober:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
         groups = [self._plan(applied, baseline) for applied, baseline in probes]
         todo = [item for group in groups for item in group]
-        secrets = Redactor.of([self.problem.server.env], [self.problem.server.command])
+        secrets = server_redactor(self.problem.server)
         run_dir, events, cancel = self.run_dir, self.events, self.cancel
         scheduled = run_attempts(todo, self.executor, self.slots, run_dir, events, cancel, secrets=secrets)
         self.harness_errors.extend(scheduled.harness_errors)

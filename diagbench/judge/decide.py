@@ -4,9 +4,10 @@ and `--fail-fast`, and the order that decides verdicts soonest.
 An attempt may be skipped only when the records so far already fix everything it could
 change, whatever it and every other unfinished attempt would end as:
 
-- a hypothesis is fixed once a deciding attempt matched `refuted_if` (refuted whatever
-  follows). Supported is never fixed early: it needs every deciding attempt, repeats
-  included, so those always run; nor is inconclusive, since a later attempt could refute;
+- a hypothesis is fixed once a deciding cell matches `refuted_if` and has no repeat left
+  to run (a later repeat that came up would make the cell flaky, not refuting). Supported
+  is never fixed early: it needs every deciding attempt, repeats included, so those always
+  run; nor is inconclusive, since a later attempt could refute;
 - an expect is fixed once it is violated (the run exits 1 whatever follows);
 - a cell that no hypothesis and no expect selects can change nothing.
 
@@ -29,12 +30,16 @@ from diagbench.vocab import Match
 NOTHING_TO_DECIDE = "decides no hypothesis and no expect"
 
 
-def hypothesis_fixed(hypothesis: Hypothesis, records: Sequence[AttemptRecord]) -> str | None:
-    """Why no further attempt can change this hypothesis's verdict, or None while one can."""
-    deciding = [r for r in records if r.outcome.ran and selects(hypothesis.when, r.params)]
-    for r in deciding:
-        if match(hypothesis, r) is Match.REFUTED:
-            return f"hypothesis {hypothesis.id} already refuted by {r.cell_id} ({r.label})"
+def hypothesis_fixed(hypothesis: Hypothesis, records: Sequence[AttemptRecord], repeat: int = 1) -> str | None:
+    """Why no further attempt can change this hypothesis's verdict, or None while one can:
+    a deciding cell refutes it, and every one of that cell's `repeat` attempts has ended."""
+    deciding = [r for r in records if selects(hypothesis.when, r.params)]
+    for cell_id in dict.fromkeys(r.cell_id for r in deciding):
+        own = [r for r in deciding if r.cell_id == cell_id]
+        matched = [match(hypothesis, r) for r in own if r.outcome.ran]
+        if Match.REFUTED in matched and Match.SUPPORTED not in matched and len(own) >= repeat:
+            first = next(r for r in own if r.outcome.ran and match(hypothesis, r) is Match.REFUTED)
+            return f"hypothesis {hypothesis.id} already refuted by {cell_id} ({first.label})"
     return None
 
 
@@ -53,6 +58,7 @@ class Decider:
     expectations: Sequence[Expectation]
     stop_when_decided: bool = False
     fail_fast: bool = False
+    repeat: int = 1  # attempts per cell: a refuting cell is final only once all have ended
 
     def __call__(self, item: PlannedAttempt, records: Sequence[AttemptRecord]) -> str | None:
         if self.fail_fast:
@@ -67,7 +73,7 @@ class Decider:
         reasons: list[str] = []
         for h in self.hypotheses:
             if selects(h.when, params):
-                fixed = hypothesis_fixed(h, records)
+                fixed = hypothesis_fixed(h, records, self.repeat)
                 if fixed is None:
                     return None
                 reasons.append(fixed)

@@ -1,13 +1,13 @@
 """Judging: hypotheses and expectations against records alone (pure).
 
-The rule: a hypothesis is refuted if any deciding attempt matches `refuted_if`; supported
-if every deciding cell ran and every attempt (repeats too) matches `supported_if`; else
+The rule: a hypothesis is refuted if any deciding cell matches `refuted_if`; supported if
+every deciding cell ran and every attempt (repeats too) matches `supported_if`; else
 inconclusive, with the reason. Cancelled, skipped and internal-error attempts did not run.
 
-Repeats that disagree: one refuting attempt still refutes (the failure happened; that it
-does not happen every time is said beside it, `(flaky: 2/3 ready)`), and a cell whose
-attempts only partly match `supported_if` makes the hypothesis inconclusive with the
-reason `<cell> flaky (2/3 ready)`, not a list of its odd attempts.
+Repeats: a cell matches `refuted_if` when one of its attempts does and none matches
+`supported_if`. A cell that disagrees with itself (`ready 2/3 · failed:cuda_graph_capture
+1/3` against `supported_if: ready, refuted_if: failed`) decides nothing: the hypothesis is
+inconclusive with the reason `<cell> flaky (2/3 ready)`, unless another cell refutes it.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class Verdict:
     @property
     def evidence(self) -> VerdictEvidence | None:
         """The deciding line: of the first attempt that matched the verdict."""
-        for row in self.deciding:
+        rows = _refuting_cell(self.deciding) if self.verdict is VerdictWord.REFUTED else self.deciding
+        for row in rows:
             if row.matched.value == self.verdict.value and row.evidence:
                 return VerdictEvidence(row.cell_id, row.attempt, row.evidence.line_no, row.evidence.text)
         return None
@@ -133,12 +134,22 @@ def match(hypothesis: Hypothesis, record: AttemptRecord) -> Match:
     return Match.NEITHER
 
 
+def _refuting_cell(rows: Sequence[DecidingAttempt]) -> list[DecidingAttempt]:
+    """The attempts of the first deciding cell that matches `refuted_if` (some attempt
+    refutes and none supports), or none."""
+    for cell_id in dict.fromkeys(r.cell_id for r in rows):
+        own = [r for r in rows if r.cell_id == cell_id]
+        matched = {r.matched for r in own}
+        if Match.REFUTED in matched and Match.SUPPORTED not in matched:
+            return own
+    return []
+
+
 def _rule(rows: Sequence[DecidingAttempt]) -> tuple[VerdictWord, str]:
-    refuting = [r for r in rows if r.matched is Match.REFUTED]
-    if refuting:
-        first = refuting[0]
-        flaky = _flaky([r for r in rows if r.cell_id == first.cell_id])
-        return VerdictWord.REFUTED, f"{first.cell_id} {first.label}" + (f" (flaky: {flaky})" if flaky else "")
+    if own := _refuting_cell(rows):
+        refuting = [r for r in own if r.matched is Match.REFUTED]
+        more = f" ({len(refuting)}/{len(own)})" if len(own) > 1 else ""
+        return VerdictWord.REFUTED, f"{refuting[0].cell_id} {refuting[0].label}{more}"
     if not rows:
         return VerdictWord.INCONCLUSIVE, "no deciding cell"
     if all(r.matched is Match.SUPPORTED for r in rows):

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor, redact_record
+from diagbench.records.redact import Redactor, redact_record, run_redactor
 from diagbench.records.store import LoadedRun, Unreadable
 from diagbench.spec.hypotheses import Expectation, Hypothesis, hypotheses_sha256
 from diagbench.spec.matrix import CellRow, selects
@@ -59,7 +59,7 @@ class RunView:
 def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
     """The run as reports show it: each manifest part read with suspicion (a malformed part
     is named and left out), records and log tails with their secrets blanked."""
-    redactor = redactor or Redactor.of()
+    redactor = redactor or run_redactor(loaded.manifest)
     manifest = _Manifest(loaded)
     hypotheses = manifest.each("hypotheses", lambda _, h: Hypothesis.from_json(h))
     expectations = manifest.each("expect", Expectation.from_json)

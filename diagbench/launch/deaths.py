@@ -5,7 +5,9 @@ during start-up as `Failed core proc(s): {}`: it asks for the exit code before t
 has one (vllm/v1/engine/utils.py wait_for_engine_startup). diagbench opens a pidfd for each
 descendant it sees; the pidfd turns readable when that process has exited, and while the
 parent has not reaped it yet, /proc/<pid>/stat still holds its wait status (field 52,
-Linux 3.5+). A death the parent reaped first goes unnamed, never misnamed.
+Linux 3.5+). A death the parent reaped first goes unnamed, never misnamed. The process is
+named as it was when it died (field 2): a worker seen at its start as `python3` sets its title
+later (vLLM's `VLLM::Worker`, through setproctitle, which sets the kernel's name too).
 """
 
 from __future__ import annotations
@@ -75,10 +77,12 @@ class Descendants:
         wait status can still be read. The descriptor is closed."""
         pid, name = self._by_fd.pop(fd)
         os.close(fd)
-        status = _wait_status(pid)
-        if status is None or not os.WIFSIGNALED(status):
+        found = _zombie(pid)
+        if found is None or not os.WIFSIGNALED(found[0]):
             return None
-        return Death(pid, name, os.WTERMSIG(status))
+        title = found[1]
+        # the kernel keeps 15 bytes of a name: the longer one read while it lived, if it is that one
+        return Death(pid, name if name.startswith(title) else title, os.WTERMSIG(found[0]))
 
     def close(self) -> None:
         for fd in self._by_fd:
@@ -86,14 +90,16 @@ class Descendants:
         self._by_fd.clear()
 
 
-def _wait_status(pid: int) -> int | None:
-    """The wait status of a zombie, or None (still running, already reaped, unreadable)."""
+def _zombie(pid: int) -> tuple[int, str] | None:
+    """The wait status and name of a zombie, or None (still running, already reaped, unreadable)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             data = handle.read()
     except OSError:
         return None
-    fields = data[data.rfind(b")") + 2 :].split()  # from field 3 on: comm may hold spaces
+    close = data.rfind(b")")
+    fields = data[close + 2 :].split()  # from field 3 on: comm may hold spaces
     if not fields or fields[0] != b"Z" or len(fields) < _EXIT_CODE_FIELD - 2:
         return None
-    return int(fields[_EXIT_CODE_FIELD - 3])
+    name = data[data.find(b"(") + 1 : close].decode(errors="replace")
+    return int(fields[_EXIT_CODE_FIELD - 3]), name

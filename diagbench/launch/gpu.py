@@ -114,7 +114,7 @@ class GpuOffer:
     source: str  # where they came from, in words
     host_index: Mapping[str, int] = field(default_factory=dict)  # id -> the host's index, where known
     env: Mapping[str, str] = field(default_factory=dict)  # set beside every attempt's CUDA_VISIBLE_DEVICES
-    note: str | None = None  # one line worth telling the user
+    notes: tuple[str, ...] = ()  # lines worth telling the user
 
 
 def offer_gpus(request: GpuRequest | None, environ: Mapping[str, str], gpus: Sequence[Gpu] | None) -> GpuOffer:
@@ -136,7 +136,7 @@ def _all(environ: Mapping[str, str], gpus: Sequence[Gpu] | None, asked: bool) ->
         if asked and inherited:
             ids = tuple(e.strip() for e in inherited.split(",") if e.strip())
             note = f"no GPU can be queried here (no NVML, no nvidia-smi): using {VISIBLE_VAR}={inherited} as given"
-            return GpuOffer(ids, f"inherited {VISIBLE_VAR}", note=note)
+            return GpuOffer(ids, f"inherited {VISIBLE_VAR}", notes=(note,))
         if asked:
             raise UserError("--gpus all: no GPU can be queried here (no NVML, no nvidia-smi); give ids (--gpus 0,1)")
         return GpuOffer((), "no GPU visible")
@@ -150,16 +150,43 @@ def _all(environ: Mapping[str, str], gpus: Sequence[Gpu] | None, asked: bool) ->
 def _listed(ids: tuple[str, ...], environ: Mapping[str, str], gpus: Sequence[Gpu] | None) -> GpuOffer:
     given = ",".join(ids)
     order = _order_env(ids, environ, True)
+    outside = _outside_inherited(ids, environ.get(VISIBLE_VAR), gpus)
     if gpus is None:
         note = f"no GPU can be queried here (no NVML, no nvidia-smi): using --gpus {given} as given"
-        return GpuOffer(ids, "--gpus", env=order, note=note)
+        return GpuOffer(ids, "--gpus", env=order, notes=_lines(note, outside))
     known = _indices(ids, gpus)
     unknown = [i for i in ids if i not in known]
-    if not unknown:
-        return GpuOffer(ids, "--gpus", known, order)
     host = ",".join(str(g.index) for g in gpus) or "none"
     note = f"--gpus {given}: {','.join(unknown)} not among this host's GPUs ({host}); used as given"
-    return GpuOffer(ids, "--gpus", known, order, note)
+    return GpuOffer(ids, "--gpus", known, order, _lines(note if unknown else None, outside))
+
+
+def _outside_inherited(ids: Sequence[str], inherited: str | None, gpus: Sequence[Gpu] | None) -> str | None:
+    """A listed GPU outside an inherited CUDA_VISIBLE_DEVICES, said: `--gpus` names the host's
+    GPUs, and each attempt's CUDA_VISIBLE_DEVICES replaces the inherited one (a Slurm job's
+    `--gpus 0,1` under CUDA_VISIBLE_DEVICES=2,3 would run on another job's GPUs)."""
+    if inherited is None:
+        return None
+    entries = [e.strip() for e in inherited.split(",") if e.strip()]
+    mine = {_same_gpu(e, gpus) for e in entries}
+    outside = [i for i in ids if _same_gpu(i, gpus) not in mine]
+    if not outside:
+        return None
+    return (
+        f"--gpus {','.join(ids)} names this host's GPUs (as nvidia-smi numbers them), not positions in the "
+        f"inherited {VISIBLE_VAR}={inherited}: attempts run on the host's GPU {','.join(ids)} "
+        f"({','.join(outside)} outside that list; --gpus all hands out the inherited ones)"
+    )
+
+
+def _same_gpu(gpu_id: str, gpus: Sequence[Gpu] | None) -> str:
+    """One name for one GPU: its host index where it can be told, else the id as written."""
+    index = physical_index(gpu_id, gpus) if gpus is not None else None
+    return str(index) if index is not None else gpu_id
+
+
+def _lines(*notes: str | None) -> tuple[str, ...]:
+    return tuple(n for n in notes if n)
 
 
 def _indices(ids: Sequence[str], gpus: Sequence[Gpu]) -> dict[str, int]:

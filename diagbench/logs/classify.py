@@ -54,9 +54,11 @@ def classify_file(
     path: Path, signatures: Sequence[Signature], engine: str = "auto", server: str | None = None
 ) -> Classification:
     """Classify a finished log file (a regular file: see `open_log`); `server`: the server
-    that wrote it, if known (else detected from its lines)."""
+    that wrote it, if known (else detected from its lines). After a ready line the rest is
+    read for a bind error, which alone overrules it, so the outcome does not depend on where
+    the blocks fall."""
     with open_log(path) as handle:
-        scanner, watch = _start(signatures, engine, server)
+        scanner, watch = _start(signatures, engine, server, whole_log=True)
         line_no = size = 0
         for buf, end in read_blocks(handle, _block_size(handle)):  # whole blocks, one reused buffer
             line_no = _feed(watch, scanner, buf, end, line_no, size < MARKER_BYTES, 0.0)
@@ -132,8 +134,10 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _start(signatures: Sequence[Signature], engine: str, server: str | None) -> tuple[Scanner, Watch]:
-    return Scanner(signatures, engine), Watch(ReadyRule(log=True), deadline=None, server=server)
+def _start(
+    signatures: Sequence[Signature], engine: str, server: str | None, whole_log: bool = False
+) -> tuple[Scanner, Watch]:
+    return Scanner(signatures, engine), Watch(ReadyRule(log=True), deadline=None, server=server, whole_log=whole_log)
 
 
 def _finish(watch: Watch, line_no: int, size: int) -> Classification:

@@ -31,13 +31,21 @@ if TYPE_CHECKING:
 PREFIX = (
     r"(?:\[rank\d+\]:\s*"  # torch elastic, per rank
     r"|\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s*"  # mpirun --tag-output
-    r"|\([A-Za-z_]\w*(?: [\w=.:]+)*? pid=\d+(?:, ip=[\d.:]+)?\)\s*"  # Ray actors, vLLM processes
+    # vLLM's logger `(APIServer pid=7)`, `(VllmWorker-0 pid=7)` (multiproc_executor.py names its
+    # workers so until they set their title); Ray's `(pid=7)`, `(RayWorkerWrapper pid=7, ip=...)`,
+    # `(ServeReplica:app:Deployment pid=7)` (ray/_private/worker.py print_worker_logs)
+    r"|\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)\s*"
     r"|[\w.-]+\s+\|\s"  # docker compose: `vllm-1  | `, `ollama  | `
     r"|\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]{2}\d+)*\]\s*"  # SGLang: `[2025-05-12 08:03:12 TP0] `
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] "  # vLLM's logger
     r"|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)\s+(?:std(?:out|err) [FP] )?"  # kubectl --timestamps, CRI, CloudWatch
-    r"|[A-Z][a-z]{2} [ \d]\d [\d:]{8} [\w.-]+ [\w./@-]+(?:\[\d+\])?: "  # journald / syslog
-    r"|[IWEF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] "  # glog: Triton, TensorRT-LLM's C++ side
+    # journald / syslog: classic `Jul 25 14:36:08` (`-o short`, `short-precise`), ISO 8601
+    # (`-o short-iso`, `short-iso-precise`) and RFC 3339 (rsyslog's file format), then `host unit[pid]: `
+    r"|(?:[A-Z][a-z]{2} [ \d]\d [\d:]{8}(?:\.\d+)?|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d))"
+    r" [\w.-]+ [\w./@-]+(?:\[\d+\])?: "
+    # glog: Triton, TensorRT-LLM's C++ side; torch's logging (a path: `torch/_dynamo/convert_frame.py:2415]`,
+    # then a compile id `[0/0] `: torch/_logging/_internal.py TorchLogsFormatter)
+    r"|[IWEF]\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (?:\[!?[\d/_]+\] )?"
     r"|> ?"  # a log pasted as a Markdown quote
     r")*"
 )
@@ -53,6 +61,8 @@ _SIGNATURE_KEYS = (
     "cause",
     "requires",
     "needs_server",
+    "after_ready",
+    "handled",
     "phase",
     "source",
 )
@@ -91,6 +101,8 @@ class Signature:
     source: str = ""
     server: str | None = None  # the server whose pack this is
     needs_server: bool = False  # ready only once the log is known to be `server`'s
+    after_ready: bool = False  # a failure that still counts after the ready line: a port bound after it
+    handled: bool = False  # opens a log record that reports an error the program went on from (see `record_of`)
     _compiled: re.Pattern[bytes] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -100,6 +112,11 @@ class Signature:
             object.__setattr__(self, "_compiled", re.compile(expand(self.pattern).encode()))
         assert self._compiled is not None
         return self._compiled
+
+    def record_of(self, found: re.Match[bytes]) -> bytes | None:
+        """For a `handled` line: the header its logger puts on every line of the record (the
+        pattern's group `record`); failure lines holding it are part of what was handled."""
+        return found.groupdict().get("record") or None
 
     def phase_name(self, found: re.Match[bytes]) -> str:
         groups = {k: v.decode(errors="replace") for k, v in found.groupdict().items() if v}
@@ -198,10 +215,14 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
     needs_server = keys["needs_server"].boolean() if "needs_server" in keys else False
     if needs_server and server is None:
         raise keys["needs_server"].error("needs_server needs a pack that names its server", "add `server: NAME`")
+    pattern = regex_of(keys["pattern"])
+    handled = keys["handled"].boolean() if "handled" in keys else False
+    if handled and "(?P<record>" not in pattern:
+        raise keys["handled"].error("a handled line needs its record's header as a group", "add (?P<record>...)")
     return Signature(
         id=keys["id"].string(),
         kind=kind,
-        pattern=regex_of(keys["pattern"]),
+        pattern=pattern,
         failure_class=failure_class,
         priority=keys["priority"].integer() if "priority" in keys else DEFAULT_PRIORITY,
         settles=keys["settles"].boolean() if "settles" in keys else False,
@@ -213,6 +234,9 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
         source=keys["source"].text() if "source" in keys else "",
         server=server,
         needs_server=needs_server,
+        # a port is only found taken when it is bound, and some servers bind after their ready line
+        after_ready=keys["after_ready"].boolean() if "after_ready" in keys else failure_class == "port_in_use",
+        handled=handled,
     )
 
 

@@ -98,8 +98,12 @@ class Watch:
         settle_s: float = SETTLE_S,
         settle_lines: int = SETTLE_LINES,
         server: str | None = None,
+        whole_log: bool = False,
     ):
         self.rule, self.deadline, self.timeout_s = rule, deadline, timeout_s
+        # a finished log, all of it to be fed: its ready line is confirmed at its end (a bind
+        # error may still follow it), so the decision does not depend on how it was read
+        self.whole_log = whole_log
         self.detector = Detector(server)  # which server wrote the log: given, or from its markers
         self.settle_s, self.settle_lines = settle_s, settle_lines
         self.phase: str | None = None
@@ -114,6 +118,7 @@ class Watch:
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
         self._recent_weak: deque[Hit] = deque(maxlen=32)
+        self._handled: bytes | None = None  # the header of the last record that reported a handled error
 
     # -- inputs ------------------------------------------------------------------------
 
@@ -124,12 +129,17 @@ class Watch:
             return self.decision
         self.lines = last_line_no
         for index, hit in enumerate(hits):
+            if (decided := self._decided_before(hit, now)) is not None:
+                self._note_markers(hits[index:])  # the server is named from all the lines read
+                return decided
+            if self._after_ready(hit) or self._in_handled_record(hit):
+                continue
             if self._take(hit, now):
-                self._note_markers(hits[index + 1 :])  # the server is named from all the lines read
+                self._note_markers(hits[index + 1 :])
                 return self._decide_failure(now)
         if self._window and last_line_no >= self._window.closes_after_line:
             return self._decide_failure(now)
-        return self._maybe_ready(now)
+        return None if self.whole_log else self._maybe_ready(now)
 
     def http_ready(self, now: float) -> Decision | None:
         if self.decision:
@@ -204,6 +214,8 @@ class Watch:
             return self.decision
         if self._window:
             return self._decide_failure(now)
+        if self._ready_hit is not None and (decided := self._maybe_ready(now)) is not None:
+            return decided
         weak = self._weak
         ready = self._weak_ready
         if ready is not None and (weak is None or weak.line_no < ready.line_no):
@@ -234,6 +246,44 @@ class Watch:
         return self.decision or self._set(Decision(outcome, reason, now))
 
     # -- rules -------------------------------------------------------------------------
+
+    def _decided_before(self, hit: Hit, now: float) -> Decision | None:
+        """What the lines before `hit` decided already, however the log was cut into reads:
+        a settle window that closed before its line, or a ready line that only a bind error
+        could still overrule (other failures after it are the server's life, not its launch)."""
+        if self._window and hit.line_no > self._window.closes_after_line:
+            return self._decide_failure(now)
+        ready = self._ready_hit
+        if ready is not None and hit.line_no > ready.line_no and not (self.whole_log or hit.signature.after_ready):
+            return self._maybe_ready(now)
+        return None
+
+    def _after_ready(self, hit: Hit) -> bool:
+        """A line after the ready line of a whole log, which only a bind error can overrule:
+        skipped (its markers still name the server)."""
+        ready = self._ready_hit
+        if not self.whole_log or ready is None or hit.line_no <= ready.line_no or hit.signature.after_ready:
+            return False
+        if self._window is not None:
+            return False  # a failure before the ready line is being decided: the line does not stand
+        if hit.signature.kind is Kind.MARKER:
+            self.detector.saw(hit.signature)
+        return True
+
+    def _in_handled_record(self, hit: Hit) -> bool:
+        """A failure line inside a log record that reports an error the program went on from
+        (torch.compile's `WON'T CONVERT` warning): weak, it names only an undecided end."""
+        sig = hit.signature
+        if sig.kind is not Kind.FAILURE:
+            return False
+        if sig.handled:
+            self._handled = sig.record_of(hit.match)
+            return False  # the opening line itself is taken as its signature says
+        if self._handled is None or self._handled not in hit.line:
+            return False
+        self._weak = hit
+        self._recent_weak.append(hit)
+        return True
 
     def _take(self, hit: Hit, now: float) -> bool:
         """Record one hit; True when it settles a failure now."""
@@ -354,7 +404,7 @@ class Watch:
         if cause is Cause.BELOW:
             below = [h for h in weak if h.line_no > best.line_no]
             return below[0] if below else None
-        near = [h for h in weak if abs(h.line_no - best.line_no) <= ROOT_CAUSE_LINES]
+        near = [h for h in weak if 0 <= best.line_no - h.line_no <= ROOT_CAUSE_LINES]
         return near[-1] if near else None
 
     def _set(self, decision: Decision) -> Decision:

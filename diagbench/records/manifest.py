@@ -59,8 +59,10 @@ def _spec_json(spec: Spec, redactor: Redactor) -> dict[str, Any]:
     server = data["server"]
     server["command"] = redactor.argv(server["command"])
     server["env"] = redactor.env(server["env"])
+    if request := server["ready"]["request"]:
+        request["json"] = redactor.json(request["json"])  # `?token=X` in its path: `deep` blanks it
     for axis in spec.axes:
-        if axis.secret:
-            values = data["matrix"][axis.name]["values"]
-            data["matrix"][axis.name]["values"] = {k: None if v is None else REDACTED for k, v in values.items()}
+        values = data["matrix"][axis.name]["values"]
+        hide = (lambda _: REDACTED) if axis.secret else redactor.log  # a value may hold `--api-key X`
+        data["matrix"][axis.name]["values"] = {k: None if v is None else hide(v) for k, v in values.items()}
     return data

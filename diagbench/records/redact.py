@@ -5,7 +5,9 @@ A value is secret (the predicates are in `diagbench.sensitive`)
 - by name: an environment variable or a flag whose last word is a secret word (`HF_TOKEN`,
   `OPENAI_API_KEY`, `--api-key X`, `--hf-token=X`; not `MAX_TOKENS` or `--tokenizer`);
 - by shape: `hf_...`, `sk-...`, `ghp_...`, `nvapi-...`, `AKIA...`, JWTs, `Bearer ...`, the
-  password in `scheme://user:password@host`;
+  password in `scheme://user:password@host`, a secret-named URL query parameter (`?token=X`);
+- by place: a flag or an assignment inside an environment value (`EXTRA_ARGS: "--api-key X"`),
+  a secret-named key of the ready request's JSON body (`{api_key: X}`);
 - by value: a value found secret by name is blanked wherever else it appears, but only when it
   is 8 characters or more: a short value is blanked in its own slot, never as a substring
   (an `API_KEY: "e"` must not blank every letter e).
@@ -18,6 +20,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -26,13 +29,19 @@ from diagbench.records.record import AttemptRecord
 from diagbench.sensitive import REDACTED, SHAPE, secret_flag, secret_name, secret_template
 
 if TYPE_CHECKING:
-    from diagbench.spec.load import Spec
+    from diagbench.logs.classify import Classification
+    from diagbench.spec.load import ServerSpec, Spec
 
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
 MIN_CUT_CHARS = 4  # the least of a secret, left at a cut end of a clipped text, that is blanked
 
 _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
+# the scheme starts where a run of scheme characters starts, and the run's leading non-letters are
+# taken apart from its first letter: one way to match, tried once per run. (Started at any letter,
+# as `[A-Za-z][A-Za-z0-9+.-]*://` was, it rescanned a long word from each of its letters: quadratic.)
+_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
+# a query parameter (`?token=X`, `&api_key=X`): its name starts after `?` or `&` and holds neither
+_QUERY = re.compile(r"(?<=[?&])(?P<name>[\w.%-]+)=(?P<value>[^&#\s'\"<>]+)")
 _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
 # a flag and what separates it from its value: `--f X`, `--f=X`, and a printed list's `'--f', 'X'`
 _FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|['\"]?,?[ \t]+)")
@@ -41,6 +50,7 @@ _PARTIAL_SHAPE_AT_END = re.compile(
     r"(?<![A-Za-z0-9])(?:hf_|sk-|gh[pousr]_|github_pat_|glpat-|nvapi-|xox[abprs]-|AKIA|eyJ)[A-Za-z0-9_.-]*$"
 )
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
+_BLANKED_QUERY = REDACTED + "&"  # `?token=<redacted>&n=1`: blanked by `text`, the parameters after it kept
 _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "basic", REDACTED.lower()})
 
 
@@ -51,11 +61,22 @@ class Redactor:
     known: frozenset[str] = frozenset()  # secret values, each MIN_KNOWN_CHARS or longer
 
     @classmethod
-    def of(cls, envs: Iterable[Mapping[str, str | None]] = (), argvs: Iterable[Sequence[str]] = ()) -> Redactor:
-        """Learn the secret values set by name in these environments and command lines,
-        and those of secret-named variables in diagbench's own environment (inherited by servers)."""
-        values = {v for env in (*envs, os.environ) for k, v in env.items() if v and secret_name(k)}
+    def of(
+        cls,
+        envs: Iterable[Mapping[str, str | None]] = (),
+        argvs: Iterable[Sequence[str]] = (),
+        urls: Iterable[str] = (),
+        bodies: Iterable[Any] = (),
+    ) -> Redactor:
+        """Learn the secret values set by name in these environments (a variable's, or a flag's
+        inside a variable's value), command lines, URLs' queries and JSON bodies, and those of
+        diagbench's own environment (inherited by servers)."""
+        envs = [*envs, os.environ]
+        values = {v for env in envs for k, v in env.items() if v and secret_name(k)}
+        values.update(found for env in envs for v in env.values() if v for found in _flag_values([v]))
         values.update(v for argv in argvs for v in _flag_values(argv))
+        values.update(m["value"] for url in urls for m in _QUERY.finditer(url) if secret_name(m["name"]))
+        values.update(v for body in bodies for v in _json_secrets(body, secret=False))
         return cls(frozenset(v for v in values if len(v) >= MIN_KNOWN_CHARS and v != REDACTED))
 
     def text(self, text: str) -> str:
@@ -65,6 +86,7 @@ class Redactor:
             if value in text:
                 text = text.replace(value, REDACTED)
         text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+        text = _QUERY.sub(_blank_query_value, text)
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(2)}", text)
 
     def command(self, text: str) -> str:
@@ -102,8 +124,14 @@ class Redactor:
         return out
 
     def env(self, env: Mapping[str, str | None]) -> dict[str, str | None]:
-        """Environment changes with secret-named variables blanked (an unset stays None)."""
-        return {k: None if v is None else REDACTED if secret_name(k) and v else self.text(v) for k, v in env.items()}
+        """Environment changes with secret-named variables blanked (an unset stays None), and
+        the secrets inside other values: `EXTRA_ARGS="--api-key X"`, `SGLANG_ARGS="--token=X"`."""
+        return {k: None if v is None else REDACTED if secret_name(k) and v else self.log(v) for k, v in env.items()}
+
+    def json(self, body: Any) -> Any:
+        """A JSON body (a ready request's) with the values of secret-named keys blanked, at any
+        depth (`{api_key: X}`, `{auth: {user: u, pass: p}}`), and other strings through `text`."""
+        return _json_blanked(body, self.text, secret=False)
 
     def deep(self, data: dict[str, Any]) -> dict[str, Any]:
         """Every string value inside nested JSON data, through `text` (keys are left as written)."""
@@ -118,6 +146,34 @@ def _deep(data: Any, scrub: Callable[[str], str]) -> Any:
     if isinstance(data, dict):
         return {k: _deep(v, scrub) for k, v in data.items()}
     return data
+
+
+def _json_blanked(data: Any, scrub: Callable[[str], str], secret: bool) -> Any:
+    if isinstance(data, dict):
+        return {k: _json_blanked(v, scrub, secret or secret_name(str(k))) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_json_blanked(x, scrub, secret) for x in data]
+    if secret and data is not None and data != "" and not isinstance(data, bool):
+        return REDACTED
+    return scrub(data) if isinstance(data, str) else data
+
+
+def _json_secrets(data: Any, secret: bool) -> Iterable[str]:
+    """The string and number values a JSON body gives to secret-named keys."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _json_secrets(v, secret or secret_name(str(k)))
+    elif isinstance(data, list):
+        for x in data:
+            yield from _json_secrets(x, secret)
+    elif secret and isinstance(data, str | int | float) and not isinstance(data, bool):
+        yield str(data)
+
+
+def _blank_query_value(m: re.Match[str]) -> str:
+    if not secret_name(m["name"]) or not _is_value(m["value"]):
+        return m.group()
+    return f"{m['name']}={REDACTED}"
 
 
 def _overlap(text: str, part: str, at_end: bool) -> int:
@@ -137,7 +193,7 @@ def _blank_values(text: str, names: re.Pattern[str]) -> str:
         if m.start() < pos or not secret_name(m.group("name")):
             continue
         value = _VALUE.match(text, m.end())
-        if value is None or not _is_value(value.group()):
+        if value is None or not _is_value(value.group()) or value.group().startswith(_BLANKED_QUERY):
             continue
         quote = value.group()[0] if value.group()[0] in "'\"" else ""
         out += [text[pos : m.end()], f"{quote}{REDACTED}{quote}"]
@@ -164,8 +220,34 @@ def _flag_values(argv: Sequence[str]) -> Iterable[str]:
 
 def spec_redactor(spec: Spec) -> Redactor:
     """What is secret in a spec: the values set by secret names or flags, in any of its cells."""
-    s = spec.server
-    return Redactor.of([s.env, *(c.env for c in spec.cells)], [s.command, *(c.args for c in spec.cells)])
+    return server_redactor(spec.server, [c.env for c in spec.cells], [c.args for c in spec.cells])
+
+
+def server_redactor(
+    server: ServerSpec, envs: Iterable[Mapping[str, str | None]] = (), argvs: Iterable[Sequence[str]] = ()
+) -> Redactor:
+    """What is secret in a server's launch and readiness: its command and env (and these cells'),
+    its ready URLs' secret query parameters and its ready request's secret JSON keys."""
+    request = server.ready_request
+    urls = [u for u in (server.ready_http, request and request.path) if u]
+    bodies = [request.body] if request and request.body is not None else []
+    return Redactor.of([server.env, *envs], [server.command, *argvs], urls, bodies)
+
+
+def run_redactor(manifest: Mapping[str, Any]) -> Redactor:
+    """What is secret in a run, for a report that reads its logs again: its spec's secrets
+    while the spec file is there to read (the run wrote none of them down), else only what
+    diagbench's own environment holds."""
+    from diagbench.errors import DiagbenchError
+    from diagbench.spec.load import load_spec
+
+    where = manifest.get("spec_file")
+    if not isinstance(where, str) or not where:
+        return Redactor.of()
+    try:
+        return spec_redactor(load_spec(Path(where)))
+    except (DiagbenchError, OSError, ValueError):  # moved, edited into a mistake: the shapes and names still apply
+        return Redactor.of()
 
 
 def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
@@ -178,6 +260,11 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         reason=redactor.log(record.reason),
         evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
     )
+
+
+def redact_classification(result: Classification, redactor: Redactor) -> Classification:
+    """`classify`'s answer safe to print: its deciding line blanked (clipped, as a record's is)."""
+    return replace(result, line=None if result.line is None else redactor.cut(result.line))
 
 
 def redact(env: Mapping[str, str | None]) -> dict[str, str | None]:
@@ -196,7 +283,8 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
 def redact_yaml(text: str, redactor: Redactor) -> str:
     """A spec's source with its secrets blanked where the YAML puts them: values of
     secret-named `env` entries, the values of an axis that sets a secret variable or flag,
-    secret flags' values in commands; then known values and shapes anywhere (comments too).
+    secret flags' values in commands and env values, secret-named keys' values in a ready
+    request's `json`; then known values, shapes and query parameters anywhere (comments too).
     Each blanked scalar is rewritten in place, so the rest of the text stays as written."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -218,14 +306,15 @@ class _SpecWalk:
         self.text, self.redactor = text, redactor
         self.edits: dict[int, tuple[int, str]] = {}  # start -> (end, replacement)
 
-    def node(self, node: yaml.Node, secret: bool, argv: bool = False) -> None:
-        """Walk `node`; `secret`: its scalars are secrets; `argv`: they are command words."""
+    def node(self, node: yaml.Node, secret: bool, argv: bool = False, body: bool = False) -> None:
+        """Walk `node`; `secret`: its scalars are secrets; `argv`: they are command words (or env
+        values, which may hold some); `body`: it is a JSON body, whose secret-named keys hide values."""
         if isinstance(node, yaml.ScalarNode):
             self.scalar(node, secret, argv)
         elif isinstance(node, yaml.SequenceNode):
             hide_next = False
             for item in node.value:
-                self.node(item, secret or hide_next, argv)
+                self.node(item, secret or hide_next, argv, body)
                 hide_next = isinstance(item, yaml.ScalarNode) and secret_flag(item.value) and "=" not in item.value
         elif isinstance(node, yaml.MappingNode):
             pairs = [(str(k.value) if isinstance(k, yaml.ScalarNode) else "", v) for k, v in node.value]
@@ -233,13 +322,15 @@ class _SpecWalk:
             for key, value in pairs:
                 if key == "env" and isinstance(value, yaml.MappingNode):
                     for name, entry in value.value:
-                        self.node(entry, secret or secret_name(str(name.value)))
+                        self.node(entry, secret or secret_name(str(name.value)), argv=True)
                 else:
-                    self.node(value, secret or (key == "values" and axis_secret), argv or key in _COMMAND_KEYS)
+                    hide = secret or (key == "values" and axis_secret) or (body and secret_name(key))
+                    json_text = key == "json" and isinstance(value, yaml.ScalarNode)  # `json: '{"key": "X"}'`
+                    self.node(value, hide, argv or key in _WORD_KEYS or json_text, body or key == "json")
 
     def scalar(self, node: yaml.ScalarNode, secret: bool, argv: bool) -> None:
         value = str(node.value)
-        if node.tag.endswith(":null") or not value:
+        if node.tag.endswith((":null", ":bool")) or not value:
             return
         if secret and not _PLACEHOLDER.match(value):
             new = REDACTED
@@ -253,7 +344,7 @@ class _SpecWalk:
         self.edits[start] = (end, json.dumps(new) + trailing)  # JSON strings are YAML double-quoted scalars
 
 
-_COMMAND_KEYS = ("command", "args")
+_WORD_KEYS = ("command", "args", "values")  # scalars that may hold `--f X` or `NAME=X`
 
 
 def _secret_axis(keys: Mapping[str, yaml.Node]) -> bool:

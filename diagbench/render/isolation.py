@@ -150,6 +150,9 @@ class IsolationProgress:
             self.spinner = self.console.status("launching")
             self.spinner.start()
 
+    def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
+        self._running(item.name, why)
+
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         self._running(item.name, "launching")
 

@@ -49,6 +49,7 @@ class _Row:
     start: float | None = None
     end: float | None = None
     record: AttemptRecord | None = None
+    waiting: bool = False  # for its GPUs, before its launch: no timeout runs yet
 
 
 def duration(seconds: float) -> str:
@@ -110,10 +111,16 @@ class Progress:
             self.beat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
             self.beat.start()
 
+    def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
+        with self.lock:
+            row = self.rows[item.name]
+            row.start, row.phase, row.gpus, row.waiting = self.clock(), why, tuple(slot.gpus), True
+            self._plain(f"{row.who}: {why}")
+
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         with self.lock:
             row = self.rows[item.name]
-            row.start, row.phase, row.gpus = self.clock(), "launching", tuple(slot.gpus)
+            row.start, row.phase, row.gpus, row.waiting = self.clock(), "launching", tuple(slot.gpus), False
             where = f" on GPU {','.join(row.gpus)}" if row.gpus else ""
             self._plain(f"{row.who}: launching{where}")
 
@@ -243,7 +250,7 @@ class Progress:
         else:
             cells.append(Text(row.phase or "launching", style="cyan"))
             timing = duration(now - start)
-            left = duration(max(0.0, self.timeout_s - (now - start))) if self.timeout_s else ""
+            left = duration(max(0.0, self.timeout_s - (now - start))) if self.timeout_s and not row.waiting else ""
         if gpus:
             cells.append(Text(",".join(row.gpus)))
         return [*cells, Text(timing), Text(left)]

@@ -21,6 +21,7 @@ def render_plan(
 ) -> str:
     cells = select_cells(spec.cells, parse_only(only, spec.axes))
     s = spec.server
+    secrets = spec_redactor(spec)
     port_word = "a free port per cell" if s.port is None else str(s.port)
     ready = " and ".join(
         x for x in (s.ready_log and f"log /{s.ready_log}/", s.ready_http and f"GET {s.ready_http} -> 200") if x
@@ -30,7 +31,7 @@ def render_plan(
         ready += f", then {s.ready_request.label} -> {s.ready_request.status}"
     lines = [
         f"{spec.name}: {len(cells)} of {len(spec.cells)} cell(s); port: {port_word}; cwd: {s.cwd}",
-        f"ready when: {ready}; timeout {s.timeout:g}s, grace {s.grace:g}s",
+        f"ready when: {secrets.text(ready)}; timeout {s.timeout:g}s, grace {s.grace:g}s",
         "compile caches: "
         + (
             "fresh for each attempt (" + ", ".join(s.fresh_caches) + ")"
@@ -43,7 +44,6 @@ def render_plan(
         if slots.gpus_in_use:
             lines.append("    each attempt gets its slot's GPUs as CUDA_VISIBLE_DEVICES (the first free slot)")
     lines.append("")
-    secrets = spec_redactor(spec)
     for cell in cells:
         argv = secrets.argv(build_command(s, cell, s.port if s.port is not None else "{port}"))
         shown = argv[0] if s.shell else _joined(argv)
@@ -76,7 +76,7 @@ def plan_json(spec: Spec, only: Sequence[str], slots: SlotPlan | None = None) ->
         "cells_total": len(spec.cells),
         "port": s.port if s.port is not None else "auto",
         "cwd": str(s.cwd),
-        "ready": {"log": s.ready_log, "http": s.ready_http, "packs": list(s.packs)},
+        "ready": {"log": s.ready_log, "http": s.ready_http and secrets.text(s.ready_http), "packs": list(s.packs)},
         "timeout_s": s.timeout,
         "grace_s": s.grace,
         "fresh_caches": list(s.fresh_caches),

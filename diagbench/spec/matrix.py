@@ -11,7 +11,7 @@ from functools import partial
 from typing import Protocol
 
 from diagbench.errors import UserError
-from diagbench.sensitive import looks_secret, secret_name, secret_template
+from diagbench.sensitive import holds_secret, looks_secret, secret_name, secret_template
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
 from diagbench.yamlsrc import Src, suggest
 
@@ -228,7 +228,7 @@ def _level_value(src: Src, kind: AxisKind, keyed: bool) -> str | None:
     if keyed and value == UNSET:
         return None
     check_placeholders(src, value, ENV_PLACEHOLDERS if kind is AxisKind.ENV else COMMAND_PLACEHOLDERS)
-    if not keyed and looks_secret(value):
+    if not keyed and holds_secret(value):
         raise src.error(_SECRET_LABEL, _LABEL_FIX)
     return value
 

@@ -35,7 +35,7 @@ ACTIVE_STATES = frozenset(
         "STOPPED",
     }
 )
-_FIELDS = "%i|%T|%r|%N|%j|%Z"  # job id, state, reason, nodes, name, working directory
+_FIELDS = "%i|%T|%r|%N|%j|%l|%Z"  # job id, state, reason, nodes, name, time limit, working directory
 _NOT_FOUND = "Invalid job id specified"
 _MISSING = "not found: run diagbench on a Slurm login node (or --executor local)"
 
@@ -58,6 +58,7 @@ class JobState:
     node: str = ""  # the node list; "" while pending
     name: str = ""
     workdir: str = ""
+    limit: str = ""  # its time limit in Slurm's words (`1:00`, `1-00:00:00`, UNLIMITED); "" if not said
 
     @property
     def active(self) -> bool:
@@ -142,14 +143,27 @@ def my_jobs() -> list[JobState] | None:
 
 
 def parse_queue(text: str) -> list[JobState]:
-    """squeue -o '%i|%T|%r|%N|%j|%Z' lines as job states."""
+    """squeue -o '%i|%T|%r|%N|%j|%l|%Z' lines as job states."""
     states = []
     for line in text.splitlines():
-        parts = line.strip().split("|", 5)
-        if len(parts) == 6 and parts[0]:
-            job_id, state, reason, node, name, workdir = parts
-            states.append(JobState(job_id, state, _reason(reason), node, name, workdir))
+        parts = line.strip().split("|", 6)
+        if len(parts) == 7 and parts[0]:
+            job_id, state, reason, node, name, limit, workdir = parts
+            states.append(JobState(job_id, state, _reason(reason), node, name, workdir, limit))
     return states
+
+
+def limit_seconds(limit: str) -> float | None:
+    """Slurm's time limit words (`1:00`, `5:00:00`, `2-00:00:00`) in seconds; None for
+    UNLIMITED, NOT_SET or anything else."""
+    days, _, clock = limit.strip().rpartition("-")
+    parts = clock.split(":")
+    if not (days or "0").isdigit() or not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return None
+    seconds = 0
+    for part in parts:  # [H:]M:S
+        seconds = seconds * 60 + int(part)
+    return float(int(days or 0) * 86400 + seconds)
 
 
 def _reason(word: str) -> str:

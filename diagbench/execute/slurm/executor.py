@@ -88,8 +88,9 @@ class SlurmExecutor:
         events.on_start(item, slot)
         self.board.track(job_id)
         try:
-            grace = self.spec.server.grace
-            record = Follow(item, job_id, folder, self.board, grace, cancel, events, self.still_matters).until_record()
+            grace, limit = self.spec.server.grace, self.settings.walltime_s
+            follow = Follow(item, job_id, folder, self.board, grace, cancel, events, self.still_matters, limit)
+            record = follow.until_record()
         finally:
             self.board.forget(job_id)
         with self._lock:
@@ -98,7 +99,7 @@ class SlurmExecutor:
 
     def _submit(self, item: PlannedAttempt, folder: Path) -> str:
         """Write the job's files, sbatch it, and note the job id beside them."""
-        for stale in ("result.json", PROGRESS_FILE, OUTPUT_FILE):  # of an earlier, interrupted try
+        for stale in ("result.json", "server.log", PROGRESS_FILE, OUTPUT_FILE):  # of an earlier, interrupted try
             with contextlib.suppress(FileNotFoundError):
                 (folder / stale).unlink()
         job = JobFile(

@@ -16,11 +16,12 @@ from diagbench.execute.events import RunEvents
 from diagbench.execute.scheduler import not_run
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.board import JobBoard
-from diagbench.execute.slurm.commands import JobState
+from diagbench.execute.slurm.commands import JobState, limit_seconds
 from diagbench.execute.slurm.jobs import PROGRESS_FILE, Progress, output_tail
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
+from diagbench.yamlsrc import write_duration
 
 LOOK_EVERY_S = 0.5  # how often the run directory is looked at for the worker's files
 STOP_MARGIN_S = 20.0  # after the worker's grace: then the whole job is cancelled
@@ -55,9 +56,11 @@ class Follow:
         cancel: Cancel,
         events: RunEvents,
         still_matters: StillMatters,
+        limit_s: float,
     ):
         self.item, self.job_id, self.folder, self.board = item, job_id, folder, board
         self.grace_s, self.cancel, self.events, self.still_matters = grace_s, cancel, events, still_matters
+        self.limit_s = limit_s  # the job's time limit: as asked, then as Slurm says (a --slurm-arg=--time wins)
         self.stop: _Stop | None = None
         self.shown = ""
         self.worker_seen = False
@@ -73,6 +76,8 @@ class Follow:
                 return self._settle(record)
             state = self.board.state(self.job_id)
             self._show(state)
+            if state is not None and state.limit:
+                self.limit_s = limit_seconds(state.limit) or self.limit_s
             if state is not None and not state.active:
                 return self._ended(state)
             self._maybe_stop(state)
@@ -99,6 +104,8 @@ class Follow:
         state = self._final_state()
         if state is None or state.state == "COMPLETED":
             return record
+        if state.state == "TIMEOUT":  # it ran, and Slurm ended it: its log and teardown are kept
+            return dataclasses.replace(record, outcome=Outcome.TIMEOUT, reason=self._timed_out(record.phase))
         outcome = Outcome.CANCELLED if state.state in _CANCEL_STATES else Outcome.LAUNCH_ERROR
         return dataclasses.replace(record, outcome=outcome, reason=self._ended_words(state, with_record=True))
 
@@ -122,8 +129,19 @@ class Follow:
         self.node = self.node or state.node
         if self.stop is not None:
             return self._not_run(self.stop.outcome, f"{self.stop.reason} (Slurm job {self.job_id} {state.state})")
+        if state.state == "TIMEOUT" and self._worker_started():  # killed before it could write a record
+            phase = self.progress.phase if self.progress is not None else None
+            return dataclasses.replace(self._not_run(Outcome.TIMEOUT, self._timed_out(phase)), phase=phase)
         outcome = Outcome.CANCELLED if state.state in _CANCEL_STATES else Outcome.LAUNCH_ERROR
         return self._not_run(outcome, self._ended_words(state, with_record=False))
+
+    def _worker_started(self) -> bool:
+        """The worker ran on its node: it wrote its progress, or its server a log."""
+        return self.worker_seen or self._progress() is not None or (self.folder / "server.log").is_file()
+
+    def _timed_out(self, phase: str | None) -> str:
+        where = f"in phase {phase}" if phase and phase != "starting" else "before its first phase"
+        return f"the Slurm job's time limit ({write_duration(self.limit_s)}) ended it {where} (job {self.job_id})"
 
     def _ended_words(self, state: JobState, with_record: bool) -> str:
         words = f"Slurm job {self.job_id} ended {state.describe()}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from diagbench.errors import UserError
@@ -17,6 +18,9 @@ PROBE_WAIT_S = 120.0  # a probe asks for one CPU for a minute: on a usable parti
 PROBE_LOOK_S = 0.5
 PROBE_LAG_S = 10.0  # a file a node wrote may show up late on a network file system
 _SEEN = "seen"
+# sbatch options that hold a job back until something else happens: the probe must start now.
+# name -> whether it takes a value (`--begin=now+1h`, `--begin now+1h`, `-b now+1h`, `-bnow+1h`)
+HOLD_BACK = {"--dependency": True, "-d": True, "--begin": True, "-b": True, "--hold": False, "-H": False}
 
 
 def check_cluster(settings: SlurmSettings, folder: Path) -> str:
@@ -33,7 +37,7 @@ def check_cluster(settings: SlurmSettings, folder: Path) -> str:
             fix = "check --slurm-partition, --slurm-arg and server.gpus"
             raise UserError(f"Slurm would not take the attempts' jobs: {exc} ({fix})") from None
         # the probe asks no GPU and a minute, so it starts as soon as any node of the partition can
-        options = [*settings.sbatch_options(with_gpus=False), "--time=1", "--job-name=diagbench-probe"]
+        options = [*probe_options(settings.sbatch_options(with_gpus=False)), "--time=1", "--job-name=diagbench-probe"]
         options += ["--output=/dev/null", f"--chdir={probe}"]
         job_id = commands.submit(options, script)
         try:
@@ -42,6 +46,31 @@ def check_cluster(settings: SlurmSettings, folder: Path) -> str:
             commands.cancel([job_id])
     finally:
         shutil.rmtree(probe, ignore_errors=True)
+
+
+def probe_options(options: Sequence[str]) -> list[str]:
+    """The attempts' sbatch options for the probe job: all of them (partition, account, QOS,
+    constraints, uid: what decides where it runs and as whom) but those that hold a job back
+    (--dependency, --begin, --hold): the probe must run now, not after another job."""
+    kept: list[str] = []
+    words = iter(options)
+    for option in words:
+        held, value_next = _holds_back(option)
+        if value_next:
+            next(words, None)
+        if not held:
+            kept.append(option)
+    return kept
+
+
+def _holds_back(option: str) -> tuple[bool, bool]:
+    """Whether an sbatch option holds a job back, and whether its value is the next word."""
+    name, eq, _ = option.partition("=")
+    if name in HOLD_BACK:
+        return True, HOLD_BACK[name] and not eq
+    if not option.startswith("--") and HOLD_BACK.get(option[:2], False):  # -dafterok:5, -bnow+1h
+        return True, False
+    return False, False
 
 
 def _wait_for_probe(job_id: str, probe: Path, folder: Path) -> str:

@@ -17,7 +17,7 @@ from diagbench.launch.attempt import PhaseCallback, run_attempt
 from diagbench.launch.tags import Tag, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import Redactor, redact_record
+from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import load_spec
 from diagbench.spec.plan import PlannedAttempt
@@ -71,7 +71,7 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
         scanner = Scanner(spec.server.signatures)
         tag = Tag(new_nonce(), job.attempt, me(), folder.parent.parent.resolve())  # this worker owns the tree
         record = run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
-        secrets = Redactor.of([spec.server.env, planned.cell.env], [spec.server.command, planned.cell.args])
+        secrets = server_redactor(spec.server, [planned.cell.env], [planned.cell.args])
         return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
     except UserError as exc:
         return _no_launch(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
