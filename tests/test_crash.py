@@ -593,3 +593,29 @@ def test_a_caches_folder_half_made_is_removed(tmp_path, monkeypatch):
         pass
     assert str(raised.value).startswith(f"cannot write {tmp_path}: No space left on device (")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dead_run_that_cannot_be_locked_is_left_as_it_is(tmp_path):
+    """A run directory the sweep cannot lock (another user's, a read-only one) is neither
+    written nor a reason for `cleanup` or `run` to fail."""
+    spec = write_spec(tmp_path, {"command": fake_command("out=Load weight begin.", "hang"), "ready": {"log": "never"}})
+    runs_dir = tmp_path / "runs"
+    proc = _start("run", str(spec), "--runs-dir", str(runs_dir))
+    try:
+        wait_until(lambda: (runs_dir / "latest").exists() and sweep_tagged(runs_dir / "latest"), what="the server")
+    finally:
+        proc.kill()
+    proc.wait()
+    run = (runs_dir / "latest").resolve()
+    wait_until(lambda: sweep_tagged(run) == [], timeout=10, what="the server to die with diagbench")
+    if subprocess.run(["chattr", "+i", str(run / ".lock")], capture_output=True).returncode != 0:
+        pytest.skip("needs chattr +i (root, a file system with attributes) for a lock file that cannot be opened")
+    try:
+        locked_out = _diagbench("cleanup", "--runs-dir", str(runs_dir))
+    finally:
+        subprocess.run(["chattr", "-i", str(run / ".lock")], check=True)
+    assert locked_out.returncode == 0, locked_out.stderr
+    assert str(run) not in locked_out.stdout and _records(run) == {}
+    cleanup = _diagbench("cleanup", "--runs-dir", str(runs_dir))
+    assert f"diagbench pid {proc.pid} died while attempt 001-only-x-r1 of {run} ran" in cleanup.stdout
+    assert _records(run)["001-only-x-r1"]["outcome"] == "cancelled"

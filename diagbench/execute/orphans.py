@@ -90,7 +90,10 @@ def _record_run(run_dir: Path, by: str, at: str, skip: set[str]) -> list[Orphan]
     owner = _last_holder(run_dir)  # read before locking: taking the lock writes our pid there
     if owner is not None and (owner == me().pid or running(owner)):
         return []  # alive (a file system without locks cannot say): never touch a live run
-    lock = try_lock_run(run_dir)
+    try:
+        lock = try_lock_run(run_dir)
+    except DiagbenchError:  # one that cannot even be locked (another user's) is not ours to write
+        return []
     if lock is None:
         return []  # a live diagbench holds it: it records its own attempts
     try:

@@ -104,7 +104,10 @@ def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if not (run_dir / "manifest.json").is_file():
         return Swept(stray, teardown, at, None, f"its run directory {run_dir} is gone")
-    lock = try_lock_run(run_dir)
+    try:
+        lock = try_lock_run(run_dir)
+    except DiagbenchError as exc:  # an unwritable run directory must not stop the sweep
+        return Swept(stray, teardown, at, None, f"not recorded: {exc}")
     if lock is None:
         note = f"its run directory is in use by diagbench {lock_holder(run_dir)}, which records it"
         return Swept(stray, teardown, at, None, note)

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+# what writing to a stream that is gone raises: OSError (EPIPE, EIO), ValueError (closed),
+# AttributeError (None: Python started with that descriptor closed, `diagbench run >&-`)
+_GONE = (OSError, ValueError, AttributeError)
+
+
 class SafeStream:
     """sys.stdout or sys.stderr (whichever it is at each write, so redirection still works)
     that never raises: after the first failed write (EPIPE, EIO, a closed file) it drops
@@ -37,7 +42,7 @@ class SafeStream:
         if not self.lost:
             try:
                 self._target().write(text)
-            except (OSError, ValueError):  # ValueError: the stream was closed
+            except _GONE:
                 self._lost()
         return len(text)
 
@@ -45,13 +50,13 @@ class SafeStream:
         if not self.lost:
             try:
                 self._target().flush()
-            except (OSError, ValueError):
+            except _GONE:
                 self._lost()
 
     def isatty(self) -> bool:
         try:
             return self._target().isatty()
-        except (OSError, ValueError):
+        except _GONE:
             return False
 
     def fileno(self) -> int:
@@ -67,7 +72,7 @@ class SafeStream:
                 return
             self.lost = True
             target = self._target()
-            with contextlib.suppress(OSError, ValueError, AttributeError):
+            with contextlib.suppress(*_GONE):
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, target.fileno())  # what is still buffered drains into nothing
                 os.close(devnull)
