@@ -60,6 +60,8 @@ def _run_dirs(runs_dirs: Iterable[Path]) -> list[Path]:
         for child in children:
             if child.is_symlink() or not (child / LOCK_FILE).is_file() or not (child / "manifest.json").is_file():
                 continue  # `latest`, or a folder no diagbench run wrote
+            if _mtime(child / "verdicts.json") > _mtime(child / LOCK_FILE):
+                continue  # judged after it was last opened (locking writes the pid): it ended whole
             key = child.resolve()
             if key not in seen and _unrecorded(child):
                 seen.add(key)
