@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.execute.pipeline import RunResult
     from diagbench.execute.resume import RunFlags
+    from diagbench.execute.slots import SlotPlan
+    from diagbench.spec.executor import ExecutorSpec
     from diagbench.spec.load import Spec
 
 
@@ -75,13 +77,11 @@ def run(
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
-    from diagbench.execute.choice import requested, slurm_notes
     from diagbench.execute.pipeline import RunOptions, check_decision_options, execute
     from diagbench.execute.resume import RunFlags
-    from diagbench.execute.slots import resolve_slots
     from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
-    from diagbench.spec.executor import ExecutorKind, command_line_executor
+    from diagbench.spec.executor import command_line_executor
     from diagbench.spec.gpus import gpu_request_option
 
     loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
@@ -97,15 +97,7 @@ def run(
         err.print(f"diagbench: note: {note}", markup=False)
     kind = executor.value if executor else None
     where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
-    slots = None  # on Slurm the cluster hands out GPUs, not this host
-    layers = guarded(lambda: requested(loaded_spec, where, resume))
-    if layers.resolved_kind is ExecutorKind.LOCAL:
-        slots = guarded(lambda: resolve_slots(loaded_spec, flags.gpus, flags.parallel))
-        notes = list(slots.notes)
-    else:  # --gpus given is refused there; a resumed Slurm run's recorded none is no mistake
-        notes = guarded(lambda: slurm_notes(loaded_spec, layers, where, flags.parallel, gpus is not None))
-    for note in notes:
-        err.print(f"diagbench: note: {note}", markup=False)
+    slots = _slots(loaded_spec, where, resume, flags, gpus is not None)
     options = RunOptions(
         runs_dir,
         run_id,
@@ -130,6 +122,24 @@ def run(
         finally:
             progress.close()
         _finish(result, strict, junit, loaded_spec)
+
+
+def _slots(spec: Spec, where: ExecutorSpec, resume: Path | None, flags: RunFlags, gpus_given: bool) -> SlotPlan | None:
+    """This host's GPU slots for a local run (None on Slurm: the cluster hands out GPUs), notes said."""
+    from diagbench.execute.choice import requested, slurm_notes
+    from diagbench.execute.slots import resolve_slots
+    from diagbench.spec.executor import ExecutorKind
+
+    slots = None
+    layers = guarded(lambda: requested(spec, where, resume))
+    if layers.resolved_kind is ExecutorKind.LOCAL:
+        slots = guarded(lambda: resolve_slots(spec, flags.gpus, flags.parallel))
+        notes = list(slots.notes)
+    else:  # --gpus given is refused there; a resumed Slurm run's recorded none is no mistake
+        notes = guarded(lambda: slurm_notes(spec, layers, where, flags.parallel, gpus_given))
+    for note in notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    return slots
 
 
 def _flags(given: RunFlags, resume: Path | None) -> RunFlags:
