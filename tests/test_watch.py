@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from diagbench.logs.decision import ReadyRule
 from diagbench.logs.scan import Scanner
 from diagbench.logs.signatures import builtin_packs, load_packs
-from diagbench.logs.watch import REQUEST_SETTLE_S, ReadyRule, Watch
+from diagbench.logs.watch import REQUEST_SETTLE_S, Watch
 from diagbench.vocab import Outcome
 
 SCANNER = Scanner(load_packs(builtin_packs(), Path(".")))

@@ -21,9 +21,10 @@ from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import Readiness
 from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
 from diagbench.launch.tags import Tag
+from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
 from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import MARKER_BYTES, Scanner
-from diagbench.logs.watch import Decision, PhaseEntered, ReadyRule, Watch
+from diagbench.logs.watch import Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import redact, redact_argv
 from diagbench.spec.load import ServerSpec

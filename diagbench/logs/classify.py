@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from diagbench.errors import UserError
+from diagbench.logs.decision import ReadyRule
 from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
-from diagbench.logs.watch import ReadyRule, Watch
+from diagbench.logs.watch import Watch
 from diagbench.vocab import Outcome
 
 CHUNK = 1 << 20  # a stream's reads

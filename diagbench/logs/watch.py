@@ -19,6 +19,7 @@ import signal as signals
 from collections import deque
 from dataclasses import dataclass, field
 
+from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
 from diagbench.logs.events import death_hit, is_event
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
@@ -45,39 +46,6 @@ EVIDENCE_CHARS = 500
 def _evidence(hit: Hit) -> Evidence:
     line_no = 0 if is_event(hit) else hit.line_no  # line 0: an event, not a log line
     return Evidence(line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The outcome of one launch, and what decided it."""
-
-    outcome: Outcome
-    reason: str
-    at: float
-    failure_class: str | None = None
-    secondary_classes: tuple[str, ...] = ()
-    signature: str | None = None
-    evidence: Evidence | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-
-
-@dataclass(frozen=True)
-class PhaseEntered:
-    """A start-up phase the server entered, at the `now` its line was fed with."""
-
-    name: str
-    at: float
-
-
-@dataclass(frozen=True)
-class ReadyRule:
-    """What 'ready' takes: a ready line, an HTTP 200, or both."""
-
-    log: bool = True
-    http: bool = False
-    http_path: str = ""
-    request: str = ""  # the ready request ("POST /v1/completions") that must succeed last; "" for none
 
 
 @dataclass
