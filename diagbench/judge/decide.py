@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from diagbench.judge.verdicts import check_expectations, match
+from diagbench.judge.verdicts import cell_refutes, check_expectations, match
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import selects
@@ -37,7 +37,7 @@ def hypothesis_fixed(hypothesis: Hypothesis, records: Sequence[AttemptRecord], r
     for cell_id in dict.fromkeys(r.cell_id for r in deciding):
         own = [r for r in deciding if r.cell_id == cell_id]
         matched = [match(hypothesis, r) for r in own if r.outcome.ran]
-        if Match.REFUTED in matched and Match.SUPPORTED not in matched and len(own) >= repeat:
+        if cell_refutes(matched) and len(own) >= repeat:
             first = next(r for r in own if r.outcome.ran and match(hypothesis, r) is Match.REFUTED)
             return f"hypothesis {hypothesis.id} already refuted by {cell_id} ({first.label})"
     return None

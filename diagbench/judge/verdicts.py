@@ -139,10 +139,15 @@ def _refuting_cell(rows: Sequence[DecidingAttempt]) -> list[DecidingAttempt]:
     refutes and none supports), or none."""
     for cell_id in dict.fromkeys(r.cell_id for r in rows):
         own = [r for r in rows if r.cell_id == cell_id]
-        matched = {r.matched for r in own}
-        if Match.REFUTED in matched and Match.SUPPORTED not in matched:
+        if cell_refutes([r.matched for r in own]):
             return own
     return []
+
+
+def cell_refutes(matched: Sequence[Match]) -> bool:
+    """One cell's attempts refute: one matches `refuted_if` and none `supported_if` (else,
+    with both, the cell disagrees with itself: flaky)."""
+    return Match.REFUTED in matched and Match.SUPPORTED not in matched
 
 
 def _rule(rows: Sequence[DecidingAttempt]) -> tuple[VerdictWord, str]:
