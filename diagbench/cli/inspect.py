@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,7 @@ from diagbench.vocab import ExitCode
 if TYPE_CHECKING:
     from diagbench.judge.view import RunView
     from diagbench.logs.signatures import Signature
+    from diagbench.spec.load import Spec
 
 
 class DiffFormat(str, Enum):
@@ -50,6 +51,9 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="one JSON object: cells, argv, env, what each decides")
     ] = False,
+    environment: Annotated[
+        bool, typer.Option("--environment", help="also ask the server's interpreter what it has installed")
+    ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
     from diagbench.execute.pipeline import check_decision_options
@@ -64,13 +68,24 @@ def plan(
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
+    facts = guarded(lambda: _environment(loaded, only or [])) if environment else None
     if as_json:
-        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots)))
+        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots, facts)))
     else:
-        shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
+        shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat, facts))
         out.print(visible(shown), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
         raise typer.Exit(ExitCode.USAGE)
+
+
+def _environment(spec: Spec, only: list[str]) -> dict[str, Any] | None:
+    """The first planned cell's server environment, as `run` will record it."""
+    from diagbench.launch.environment import attempt_environments
+    from diagbench.spec.matrix import parse_only, select_cells
+    from diagbench.spec.plan import plan_attempts
+
+    planned = plan_attempts(select_cells(spec.cells, parse_only(only, spec.axes))[:1], 1)
+    return attempt_environments(spec.server, planned)[0]
 
 
 REPORT_EXIT_CODES = (

@@ -17,6 +17,7 @@ from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
+from diagbench.launch.environment import attempt_environments
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
@@ -96,7 +97,8 @@ def execute(
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
             settings = {**_settings(options, slots), "executor": placement.to_json()}
-            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
+            environment = attempt_environments(spec.server, planned)  # the server's interpreter, asked once
+            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts, environment))
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
     finally:

@@ -21,6 +21,7 @@ from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
 from diagbench.launch import host
+from diagbench.launch.environment import attempt_environments
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
@@ -104,7 +105,10 @@ def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, e
         "slots": [list(slot.gpus) for slot in slots.slots],
     }
     facts = host.collect(problem.spec.path.resolve().parent)
-    manifest = build_manifest(problem.spec, [], run_id, settings, facts)
+    good = problem.space.configuration(())
+    cell = ProbeCell(0, "good", dict(good.params), tuple(good.args), dict(good.env))
+    environment = attempt_environments(problem.server, [PlannedAttempt(cell, 1)])  # the good launch's
+    manifest = build_manifest(problem.spec, [], run_id, settings, facts, environment)
     manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
     run_dir.write_manifest(manifest)
     events.on_open(run_dir, [])

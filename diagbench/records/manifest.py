@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from diagbench.records.redact import Redactor, redact_yaml, spec_redactor
@@ -20,8 +20,12 @@ def build_manifest(
     run_id: str,
     options: dict[str, Any],
     provenance: dict[str, Any],
+    environment: tuple[dict[str, Any] | None, Mapping[str, dict[str, Any]]] = (None, {}),
 ) -> dict[str, Any]:
-    """Everything known before the first launch, hypotheses and their hash included (secrets blanked)."""
+    """Everything known before the first launch, hypotheses and their hash included (secrets blanked).
+
+    `environment`: the server's (launch/environment.py), and each attempt's where it differs."""
+    base, differing = environment
     redactor = spec_redactor(spec)
     manifest = {
         "manifest_version": MANIFEST_VERSION,
@@ -45,11 +49,13 @@ def build_manifest(
                 "repeat": p.repeat,
                 "params": dict(p.cell.params),
                 "args": redactor.argv(p.cell.args),
+                **({"environment": differing[p.name]} if p.name in differing else {}),
             }
             for p in planned
         ],
         "options": options,
         "provenance": provenance,
+        "environment": base,
     }
     return redactor.deep(manifest)  # a known secret anywhere else (a description, a URL) too
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import NOTHING_TO_DECIDE, decision_order
 from diagbench.launch.command import build_command
 from diagbench.records.redact import spec_redactor
+from diagbench.render.environment import environment_lines
 from diagbench.sensitive import REDACTED
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell, parse_only, select_cells
@@ -17,7 +19,12 @@ from diagbench.spec.plan import plan_attempts
 
 
 def render_plan(
-    spec: Spec, only: Sequence[str], slots: SlotPlan | None = None, stop_when_decided: bool = False, repeat: int = 1
+    spec: Spec,
+    only: Sequence[str],
+    slots: SlotPlan | None = None,
+    stop_when_decided: bool = False,
+    repeat: int = 1,
+    environment: Mapping[str, Any] | None = None,
 ) -> str:
     cells = select_cells(spec.cells, parse_only(only, spec.axes))
     s = spec.server
@@ -61,10 +68,14 @@ def render_plan(
         lines += ["", "not decidable with this selection: " + ", ".join(undecided)]
     if stop_when_decided:
         lines += ["", *_launch_order(spec, cells, repeat)]
+    if environment is not None:
+        lines += ["", "the server's environment (as `run` records it):", *environment_lines(environment)]
     return "\n".join(lines)
 
 
-def plan_json(spec: Spec, only: Sequence[str], slots: SlotPlan | None = None) -> str:
+def plan_json(
+    spec: Spec, only: Sequence[str], slots: SlotPlan | None = None, environment: Mapping[str, Any] | None = None
+) -> str:
     """`plan --json`: the same plan as data, one object."""
     cells = select_cells(spec.cells, parse_only(only, spec.axes))
     s = spec.server
@@ -94,6 +105,7 @@ def plan_json(spec: Spec, only: Sequence[str], slots: SlotPlan | None = None) ->
             for cell in cells
         ],
         "not_decidable": [h.id for h in spec.hypotheses if not any(c.matches(h.when) for c in cells)],
+        **({"environment": environment} if environment is not None else {}),
     }
     return json.dumps(data, indent=2) + "\n"
 
