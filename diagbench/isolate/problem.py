@@ -68,7 +68,7 @@ def from_commands(
     """Two pasted command lines (with `{port}`) and their environments."""
     space = derive(good, bad, good_env, bad_env)
     _need_factors(space)
-    server = _server(rules, cwd)
+    server = server_of(rules, cwd)
     if server.ready_http is not None and server.ready_http.startswith("/") and not _has_port(space):
         raise UserError("--http asks 127.0.0.1:{port}: put {port} where each command takes its port")
     request = {
@@ -119,7 +119,8 @@ def _has_port(space: CommandSpace) -> bool:
     return all(any("{port}" in w for w in (*line.words, *line.env.values()) if w) for line in lines)
 
 
-def _server(rules: ServerRules, cwd: Path) -> ServerSpec:
+def server_of(rules: ServerRules, cwd: Path) -> ServerSpec:
+    """The server section of the command-line forms: ready condition, packs, timeout, grace."""
     packs = rules.signatures or tuple(builtin_packs())
     try:
         signatures = load_packs(list(packs), cwd)
