@@ -24,11 +24,18 @@ _GOOD_HELP = (
     "or AXIS=LABEL,..."
 )
 
+_DEPS_HELP = (
+    "the working environment: an interpreter, a requirements file, or 'pkg==ver ...'; "
+    "{python} in the commands runs each probe's own"
+)
+
 
 @app.command()
 def isolate(
     good: Annotated[str, typer.Option(help=_GOOD_HELP)],
-    bad: Annotated[str, typer.Option(help="the launch that fails, written the same way")],
+    bad: Annotated[
+        str | None, typer.Option(help="the launch that fails, written the same way (with --bad-deps: default --good)")
+    ] = None,
     spec: Annotated[Path | None, typer.Argument(help="a spec whose axes --good and --bad name")] = None,
     good_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the good launch")] = None,
     bad_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the bad launch")] = None,
@@ -46,6 +53,19 @@ def isolate(
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
+    good_deps: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DEPS", help="the working environment: an interpreter, a requirements file, or 'pkg==ver ...'"
+        ),
+    ] = None,
+    bad_deps: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DEPS",
+            help="the failing environment, written the same way; {python} in the commands runs each probe's",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="list the factors and both commands; launch nothing")
     ] = False,
@@ -61,7 +81,10 @@ def isolate(
     given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
     rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     envs = (good_env or [], bad_env or [])
-    problem = guarded(lambda: _problem(spec, good, bad, envs, rules, [n for n, v in given.items() if v]))
+    if good_deps is not None or bad_deps is not None:
+        problem = guarded(lambda: _packages(spec, good, bad, envs, (good_deps, bad_deps), rules, as_json))
+    else:
+        problem = guarded(lambda: _problem(spec, good, _needed(bad), envs, rules, [n for n, v in given.items() if v]))
     commands = {side: _command(problem, side) for side in ("good", "bad")}
     if dry_run:
         out.print(render_factors(problem.space.factors, commands, problem.space.notes))
@@ -125,6 +148,31 @@ def _sweep_first(cancel: Cancel) -> None:
 
     for line in describe_sweep(guarded(lambda: sweep_host("diagbench isolate", cancel.urgent))):
         err.print(f"diagbench: {line}", markup=False, highlight=False)
+
+
+def _needed(bad: str | None) -> str:
+    if bad is None:
+        raise UserError("--bad: the launch that fails is needed (only with --bad-deps may it be left out)")
+    return bad
+
+
+def _packages(
+    spec: Path | None,
+    good: str,
+    bad: str | None,
+    envs: tuple[list[str], list[str]],
+    deps: tuple[str | None, str | None],
+    rules: ServerRules,
+    as_json: bool,
+) -> Problem:
+    from diagbench.isolate.packages import from_packages
+    from diagbench.render.isolation import build_line
+
+    if spec is not None:
+        raise UserError("--good-deps: with command lines only ({python} in them runs each probe's environment)")
+    console = err if as_json else out
+    report = lambda what, built: console.print(build_line(what, built), markup=False, highlight=False)  # noqa: E731
+    return from_packages(good, bad, envs, deps, rules, Path.cwd(), report)
 
 
 def _rules(

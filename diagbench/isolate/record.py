@@ -103,6 +103,7 @@ class Isolation:
     suspects: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     commands: Mapping[str, str] | None = None  # good, bad: as one pasteable line each
+    together: tuple[str, ...] = ()  # culprit packages that only install together, in words
 
     def factor(self, name: str) -> Factor:
         return next(f for f in self.factors if f.name == name)
@@ -121,6 +122,7 @@ class Isolation:
             "suspects": list(self.suspects),
             "notes": list(self.notes),
             "commands": dict(self.commands or {}),
+            "together": list(self.together),
         }
 
     @classmethod
@@ -144,6 +146,7 @@ class Isolation:
                 suspects=tuple(data.get("suspects", ())),
                 notes=tuple(data.get("notes", ())),
                 commands=dict(data.get("commands") or {}),
+                together=tuple(data.get("together") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"malformed isolation record: {type(exc).__name__}: {exc}") from None

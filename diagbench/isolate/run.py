@@ -19,9 +19,20 @@ from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
-from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
+from diagbench.isolate.search import (
+    Judged,
+    Probe,
+    Result,
+    Target,
+    companions,
+    conclude,
+    ddmin,
+    judge_launches,
+    suspects,
+)
 from diagbench.launch import host
 from diagbench.launch.environment import attempt_environments
+from diagbench.launch.envs import Built
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
@@ -120,6 +131,8 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     try:
         good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
         prober.target, trouble, notes = check_baselines(good, bad)
+        if prober.key(tuple(names)) in prober.unbuilt:  # not a failure of the server: nothing to isolate
+            trouble = "the bad environment does not install: " + bad[0].reason.split(": ", 1)[-1]
         prober.add_step((), good, "good")
         prober.add_step(tuple(names), bad, "bad")
         if trouble:
@@ -132,7 +145,18 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     conclusion = conclude(culprit, known)
     if not conclusion.isolated:
         return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
-    return prober.isolation(Status.FOUND, "", culprit, notes)
+    together = tuple(_together(problem, g, rest) for g, rest in companions(culprit, known))
+    return prober.isolation(Status.FOUND, "", culprit, notes, together=together)
+
+
+def _together(problem: Problem, needed: str, rest: Sequence[str]) -> str:
+    """`urllib3 2.0.7 does not install without requests 2.31.0: applied together`."""
+    factors = {f.name: f for f in problem.space.factors}
+
+    def bad(name: str) -> str:
+        return f"{name} {factors[name].label(True)}"
+
+    return f"{', '.join(bad(n) for n in rest)} does not install without {bad(needed)}: applied together"
 
 
 def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
@@ -184,38 +208,72 @@ class Prober:
         self.records: list[AttemptRecord] = []
         self.harness_errors: list[str] = []
         self.count = 0
+        self.unbuilt: dict[tuple[object, ...], frozenset[str]] = {}  # configurations whose environment did not install
 
     def test(self, batch: Sequence[Probe]) -> list[Judged]:
         """The search's callback: launch each new configuration `repeat` times, judge each probe."""
         assert self.target is not None
         applied = [tuple(sorted(probe, key=self.order.__getitem__)) for probe in batch]
-        new = list(dict.fromkeys(a for a in applied if self._key(a) not in self.launched))
+        new = list(dict.fromkeys(a for a in applied if self.key(a) not in self.launched))
         self.launch([(a, None) for a in new])
         out = []
         for names in applied:
-            records = self.launched[self._key(names)]
-            out.append(judge_launches(records, self.target))
+            records = self.launched[self.key(names)]
+            unbuilt = self.key(names) in self.unbuilt
+            out.append(Judged(Result.UNRESOLVED, unbuildable=True) if unbuilt else judge_launches(records, self.target))
             self.add_step(names, records, None)
         return out
 
     def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
         groups = [self._plan(applied, baseline) for applied, baseline in probes]
-        todo = [item for group in groups for item in group]
+        unbuilt = {
+            i: self._not_built(groups[i], error) for i, (a, _) in enumerate(probes) if (error := self._prepare(a))
+        }
+        todo = [item for i, group in enumerate(groups) if i not in unbuilt for item in group]
         secrets = server_redactor(self.problem.server)
         run_dir, events, cancel = self.run_dir, self.events, self.cancel
         scheduled = run_attempts(todo, self.executor, self.slots, run_dir, events, cancel, secrets=secrets)
         self.harness_errors.extend(scheduled.harness_errors)
         self.records.extend(scheduled.records)
         by_name = {r.attempt: r for r in scheduled.records}
-        out = [[by_name[item.name] for item in group] for group in groups]
+        out = [unbuilt.get(i) or [by_name[item.name] for item in group] for i, group in enumerate(groups)]
         for (applied, _), records in zip(probes, out, strict=True):
-            self.launched[self._key(applied)] = records
+            self.launched[self.key(applied)] = records
         if scheduled.interrupted:
             for (applied, baseline), records in zip(probes, out, strict=True):
                 self.add_step(applied, records, baseline)
             raise _Interrupted
         return out
+
+    def _prepare(self, applied: tuple[str, ...]) -> str | None:
+        """Build the configuration's environment where the factors are packages; why not, when it did not install."""
+        prepare = getattr(self.problem.space, "prepare", None)
+        if prepare is None:
+            return None
+        built: Built = prepare(applied)
+        if built.ok:
+            return None
+        self.unbuilt[self.key(applied)] = frozenset(applied)
+        return built.error or "it did not install"
+
+    def _not_built(self, group: Sequence[PlannedAttempt], error: str) -> list[AttemptRecord]:
+        """The records of launches that never happened: their environment did not resolve or install."""
+        records = []
+        for item in group:
+            record = AttemptRecord(
+                cell_id=item.cell.id,
+                repeat=item.repeat,
+                attempt=item.name,
+                params=dict(item.cell.params),
+                command=list(item.cell.args),
+                env_changes={},
+                outcome=Outcome.LAUNCH_ERROR,
+                reason="its environment did not resolve or install: " + error.splitlines()[0][:300],
+            )
+            self.run_dir.write_result(record)
+            records.append(record)
+        return records
 
     def _plan(self, applied: tuple[str, ...], baseline: str | None) -> list[PlannedAttempt]:
         self.count += 1
@@ -224,7 +282,7 @@ class Prober:
         cell = ProbeCell(self.count, name, dict(config.params), tuple(config.args), dict(config.env))
         return [PlannedAttempt(cell, r) for r in range(1, self.options.repeat + 1)]
 
-    def _key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
+    def key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
         """What is launched, so two factor sets that make the same launch share its result."""
         config = self.problem.space.configuration(applied)
         return (config.args, tuple(sorted(config.env.items(), key=lambda kv: kv[0])))
@@ -238,7 +296,13 @@ class Prober:
         self.events.on_step(step)
 
     def isolation(
-        self, status: Status, reason: str, culprit: Sequence[str], notes: Sequence[str] = (), hints: Sequence[str] = ()
+        self,
+        status: Status,
+        reason: str,
+        culprit: Sequence[str],
+        notes: Sequence[str] = (),
+        hints: Sequence[str] = (),
+        together: Sequence[str] = (),
     ) -> Isolation:
         space = self.problem.space
         everything = [f.name for f in space.factors]
@@ -254,6 +318,7 @@ class Prober:
             suspects=tuple(hints),
             notes=(*space.notes, *notes),
             commands={"good": self.problem.shown(()), "bad": self.problem.shown(everything)},
+            together=tuple(together),
         )
 
 

@@ -13,9 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from diagbench.execute.slots import Slot
-from diagbench.isolate.factors import Factor
+from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.record import Isolation, Status, Step
 from diagbench.isolate.search import Result
+from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.report import LINE_CHARS, OUTCOME_STYLE
@@ -128,11 +129,27 @@ def answer(isolation: Isolation) -> list[tuple[str, str]]:
 
 def _culprit_lines(isolation: Isolation) -> list[tuple[str, str]]:
     factors = [isolation.factor(name) for name in isolation.culprit]
-    shown = ", ".join(f"{f.name} (good: {f.label(False)}, bad: {f.label(True)})" for f in factors)
+    shown = ", ".join(
+        f"{f.name} {f.label(False)} -> {f.label(True)}"
+        if f.kind is FactorKind.PACKAGE
+        else f"{f.name} (good: {f.label(False)}, bad: {f.label(True)})"
+        for f in factors
+    )
     lines = [(f"culprit: {shown}", "bold red")]
-    if len(factors) > 1:
+    lines.extend((f"({words})", "") for words in isolation.together)
+    if len(factors) > 1 and not isolation.together:
         lines.append(("guilty only together: the target needs every one of them, and none of the others", ""))
     return lines
+
+
+def build_line(what: str, built: Built) -> str:
+    """One probe environment as it is built: `environment (urllib3): built in 1.4 s`."""
+    if built.ok:
+        how = "found in the cache" if built.cached else f"built in {built.seconds:.1f} s"
+    else:
+        first = built.error.splitlines()[-1] if built.error else "it did not install"
+        how = f"does not install{' (known from the cache)' if built.cached else ''}: {first.strip()}"
+    return f"environment ({what}): {how}"
 
 
 class IsolationProgress:
