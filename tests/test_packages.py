@@ -151,3 +151,38 @@ def test_the_environment_is_in_the_manifest_and_diff_names_the_upgrade(env_cache
     assert "packaging 21.3 -> 22.0" in underneath and "six 1.15.0 -> 1.16.0" in underneath
     assert "REGRESSION cell a=1: ready -> failed:import_error" in diff.stdout
     assert diff.stdout.index("underneath:") < diff.stdout.index("REGRESSION")
+
+
+def test_between_bisects_the_published_versions_and_skips_the_yanked(env_cache: Path, tmp_path: Path) -> None:
+    """packaging 20.4 .. 23.0 on PyPI: 20.6 was yanked; LegacyVersion went in 22.0."""
+    (tmp_path / "server.py").write_text(LEGACY_SERVER.replace("import attr, colorama, idna, six, toml\n", ""))
+    done = isolate(env_cache, tmp_path, "--between", "packaging==20.4..23.0", "--good", "{python} server.py", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    jsonschema.validate(data, load_schema("isolation"))
+    assert (data["first_bad"], data["last_good"]) == ("22.0", "21.3")
+    assert data["culprit"] == ["packaging"]
+    probed = [s["applied"][0] for s in data["steps"] if s["baseline"] is None]
+    assert "packaging==20.6" not in probed and len(probed) <= 4  # 9 versions between: a bisection, not a walk
+    assert (
+        "note: yanked, never probed: 20.6"
+        in isolate(env_cache, tmp_path, "--between", "packaging==20.4..23.0", "--good", "{python} server.py").stdout
+    )
+
+
+def test_between_with_a_base_environment_and_mistakes(env_cache: Path, tmp_path: Path) -> None:
+    (tmp_path / "server.py").write_text(LEGACY_SERVER)
+    base = ["--good-deps", GOOD, "--good", "{python} server.py"]
+    done = isolate(env_cache, tmp_path, "--between", "packaging==21.3..22.0", *base)
+    assert done.returncode == 0, done.stderr
+    assert "first bad: packaging 22.0 (last good: 21.3)" in done.stdout
+    wrong = isolate(env_cache, tmp_path, "--between", "packaging==22.0..21.3", *base)
+    assert wrong.returncode == 2
+    assert (
+        wrong.stderr.strip()
+        == "diagbench: --between packaging==22.0..21.3: 22.0 is not before 21.3 (write the working version first)"
+    )
+    missing = isolate(env_cache, tmp_path, "--between", "packaging==21.3..99.0", *base)
+    assert missing.returncode == 2 and "packaging 99.0 is not published on" in missing.stderr
+    no_mark = isolate(env_cache, tmp_path, "--between", "packaging==21.3..22.0", "--good", "python server.py")
+    assert no_mark.returncode == 2 and "--good: put {python} where the command runs Python" in no_mark.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -17,7 +18,8 @@ from diagbench.vocab import ExitCode
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.isolate.problem import Problem, ServerRules
-    from diagbench.isolate.run import IsolateResult
+    from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
+    from diagbench.launch.envs import Built
 
 _GOOD_HELP = (
     "the launch that comes up: one command line with {port} (leading NAME=value and env -u NAME words set env), "
@@ -59,6 +61,10 @@ def isolate(
             metavar="DEPS", help="the working environment: an interpreter, a requirements file, or 'pkg==ver ...'"
         ),
     ] = None,
+    between: Annotated[
+        str | None,
+        typer.Option(metavar="PKG==A..B", help="bisect PKG's published versions from A (good) to B (bad)"),
+    ] = None,
     bad_deps: Annotated[
         str | None,
         typer.Option(
@@ -81,7 +87,9 @@ def isolate(
     given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
     rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     envs = (good_env or [], bad_env or [])
-    if good_deps is not None or bad_deps is not None:
+    if between is not None:
+        problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
+    elif good_deps is not None or bad_deps is not None:
         problem = guarded(lambda: _packages(spec, good, bad, envs, (good_deps, bad_deps), rules, as_json))
     else:
         problem = guarded(lambda: _problem(spec, good, _needed(bad), envs, rules, [n for n, v in given.items() if v]))
@@ -104,11 +112,18 @@ def isolate(
         _sweep_first(cancel)
         progress = IsolationProgress(console, len(problem.space.factors))
         try:
-            result = guarded(lambda: run_isolation(problem, options, progress, cancel))
+            search = _bisect if between is not None else run_isolation
+            result = guarded(lambda: search(problem, options, progress, cancel))
         finally:
             progress.close()
     _write_report(result, problem)
     _finish(result, as_json)
+
+
+def _bisect(problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel) -> IsolateResult:
+    from diagbench.isolate.between import bisect
+
+    return bisect(problem, options, events, cancel)
 
 
 def _write_report(result: IsolateResult, problem: Problem) -> None:
@@ -166,13 +181,34 @@ def _packages(
     as_json: bool,
 ) -> Problem:
     from diagbench.isolate.packages import from_packages
-    from diagbench.render.isolation import build_line
 
     if spec is not None:
         raise UserError("--good-deps: with command lines only ({python} in them runs each probe's environment)")
+    return from_packages(good, bad, envs, deps, rules, Path.cwd(), _build_report(as_json))
+
+
+def _between(
+    spec: Path | None,
+    between: str,
+    good: str,
+    bad: str | None,
+    env: list[str],
+    good_deps: str | None,
+    rules: ServerRules,
+    as_json: bool,
+) -> Problem:
+    from diagbench.isolate.between import from_between
+
+    if spec is not None or bad is not None:
+        raise UserError(f"--between: with --good CMD only (not {'a spec' if spec is not None else '--bad'})")
+    return from_between(between, good, env, good_deps, rules, Path.cwd(), _build_report(as_json))
+
+
+def _build_report(as_json: bool) -> Callable[[str, Built], None]:
+    from diagbench.render.isolation import build_line
+
     console = err if as_json else out
-    report = lambda what, built: console.print(build_line(what, built), markup=False, highlight=False)  # noqa: E731
-    return from_packages(good, bad, envs, deps, rules, Path.cwd(), report)
+    return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False)
 
 
 def _rules(

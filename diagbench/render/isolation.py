@@ -112,7 +112,10 @@ def answer(isolation: Isolation) -> list[tuple[str, str]]:
     lines = [(f"note: {note}", "dim") for note in isolation.notes]
     if isolation.status is not Status.BAD_BASELINE:
         lines.append((f"target: {isolation.target.label} (what the bad launch did)", ""))
-    if isolation.status is Status.FOUND:
+    if isolation.status is Status.FOUND and isolation.bisected:
+        name = isolation.culprit[0]
+        lines.append((f"first bad: {name} {isolation.first_bad} (last good: {isolation.last_good})", "bold red"))
+    elif isolation.status is Status.FOUND:
         lines.extend(_culprit_lines(isolation))
     elif isolation.status is Status.NOT_ISOLABLE:
         lines.append((f"not isolable: {isolation.reason}", "bold yellow"))
@@ -123,7 +126,10 @@ def answer(isolation: Isolation) -> list[tuple[str, str]]:
         lines.append((f"the baselines do not behave: {isolation.reason}", "bold red"))
     else:
         lines.append((isolation.reason, "bold yellow"))
-    lines.append((f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
+    if isolation.bisected:
+        lines.append((f"{isolation.launches} launches (a bisection of the published versions)", "dim"))
+    else:
+        lines.append((f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
     return lines
 
 
