@@ -186,3 +186,27 @@ def test_between_with_a_base_environment_and_mistakes(env_cache: Path, tmp_path:
     assert missing.returncode == 2 and "packaging 99.0 is not published on" in missing.stderr
     no_mark = isolate(env_cache, tmp_path, "--between", "packaging==21.3..22.0", "--good", "python server.py")
     assert no_mark.returncode == 2 and "--good: put {python} where the command runs Python" in no_mark.stderr
+
+
+def test_packages_and_a_variable_in_one_isolation(env_cache: Path, tmp_path: Path) -> None:
+    """Factors from env and from packages mixed: here the variable is guilty, not the upgrades."""
+    (tmp_path / "server.py").write_text(
+        "import os, sys, time\nimport six, idna, toml\n"
+        "if os.environ.get('SERVER_STRICT') == '1':\n"
+        "    print('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', file=sys.stderr, flush=True)\n"
+        "    sys.exit(1)\n"
+        f"print({READY!r}, flush=True)\ntime.sleep(600)\n"
+    )
+    good, bad = "six==1.15.0 idna==3.3 toml==0.10.1", "six==1.16.0 idna==3.4 toml==0.10.2"
+    args = ["--good", "{python} server.py", "--bad", "SERVER_STRICT=1 {python} server.py"]
+    done = isolate(env_cache, tmp_path, *args, "--good-deps", good, "--bad-deps", bad, "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [(f["name"], f["kind"]) for f in data["factors"]] == [
+        ("six", "package"),
+        ("idna", "package"),
+        ("toml", "package"),
+        ("SERVER_STRICT", "env"),
+    ]
+    assert data["culprit"] == ["SERVER_STRICT"]
+    assert data["target"] == {"outcome": "failed", "failure_class": "oom"}
