@@ -208,7 +208,7 @@ def _build_report(as_json: bool) -> Callable[[str, Built], None]:
     from diagbench.render.isolation import build_line
 
     console = err if as_json else out
-    return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False)
+    return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False, soft_wrap=True)
 
 
 def _rules(

@@ -153,7 +153,8 @@ def build_line(what: str, built: Built) -> str:
     if built.ok:
         how = "found in the cache" if built.cached else f"built in {built.seconds:.1f} s"
     else:
-        first = built.error.splitlines()[-1] if built.error else "it did not install"
+        lines = built.error.splitlines() or ["it did not install"]
+        first = next((line for line in lines if "depends on" in line), lines[-1]).replace("cause: ", "")
         how = f"does not install{' (known from the cache)' if built.cached else ''}: {first.strip()}"
     return f"environment ({what}): {how}"
 
