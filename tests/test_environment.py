@@ -112,3 +112,57 @@ def test_plan_shows_the_environment_when_asked(tmp_path: Path) -> None:
     assert data["environment"]["variables"]["VLLM_LOGGING_LEVEL"] == "DEBUG"
     plain = subprocess.run(argv[:-1], capture_output=True, text=True, timeout=60).stdout
     assert "server interpreter" not in plain
+
+
+FAKE_TORCH = """
+import os, time
+time.sleep(float(os.environ.get("FAKE_TORCH_IMPORT_S", "0")))
+__version__ = "2.11.0+cu128"
+class version:
+    cuda = "12.8"
+class _nccl:
+    @staticmethod
+    def version():
+        return (2, 27, 3)
+class cuda:
+    nccl = _nccl
+    @staticmethod
+    def is_available():
+        return True
+    @staticmethod
+    def device_count():
+        return 2
+    @staticmethod
+    def get_device_name(i):
+        return "NVIDIA H200"
+"""
+
+
+def torch_venv(folder: Path) -> Path:
+    """A real venv with a stand-in `torch` (a module and its dist-info): torch's answers without a GPU."""
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(folder)
+    site = next((folder / "lib").glob("python*/site-packages"))
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    info = site / "torch-2.11.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+    return folder / "bin" / "python"
+
+
+def test_torch_reports_cuda_nccl_and_the_gpus_and_a_slow_import_costs_only_those(tmp_path: Path, monkeypatch) -> None:
+    python = torch_venv(tmp_path / "v")
+    facts = ask_interpreter(python)
+    assert facts["torch"] == {
+        "torch": "2.11.0+cu128",
+        "cuda_runtime": "12.8",
+        "gpus": ["NVIDIA H200", "NVIDIA H200"],
+        "nccl": "2.27.3",
+    }
+    assert [d["name"] for d in facts["distributions"]] == ["torch"]
+    monkeypatch.setenv("FAKE_TORCH_IMPORT_S", "30")  # -I ignores PYTHON* variables, not this one
+    slow = ask_interpreter(python, timeout=1.0)
+    assert slow["torch"] == {"error": "importing torch took over 1 s"}
+    assert [d["name"] for d in slow["distributions"]] == ["torch"]
