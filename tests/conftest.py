@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 import uuid
@@ -164,6 +166,39 @@ def runs(tmp_path: Path):
 def diagbench_argv(*args: str) -> list[str]:
     """The command line of a diagbench process (for tests that run it in the background)."""
     return [sys.executable, "-m", "diagbench", *args]
+
+
+COLUMNS = 200  # wide enough that rich never wraps a line a test checks
+
+
+def run_cli(
+    *args: str,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    stdin: int | None = None,
+    timeout: float = 120,
+    columns: int = COLUMNS,
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m diagbench ARGS` as a user would, at a fixed terminal width (`columns`),
+    with `env` added to this process's environment; stdout and stderr captured as text."""
+    full_env = {**os.environ, "COLUMNS": str(columns), **(env or {})}
+    return subprocess.run(
+        diagbench_argv(*args),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        input=input,
+        stdin=stdin,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(name="run_cli")
+def run_cli_fixture() -> Any:
+    """`run_cli(*args, cwd=..., env=..., input=..., columns=...)`: diagbench in a subprocess."""
+    return run_cli
 
 
 def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:

@@ -147,7 +147,7 @@ AXIS = "matrix:\n  a: {env: A, values: [1]}\n"
         ),
         (
             "name: x\nserver: {command: 'foo --bs {value}'}\n" + AXIS,
-            "spec.yaml:2: server.command: unknown placeholder '{value}' (placeholders here: {port}, {python})",
+            "spec.yaml:2: server.command: unknown placeholder '{value}' (placeholders here: {port}, {python}, {bin:NAME})",
         ),
         (
             "name: x\nserver: {command: foo, env: {URL: 'http://h:{prot}'}}\n" + AXIS,

@@ -69,7 +69,7 @@ def plan(
     else:
         shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
         out.print(visible(shown), markup=False, soft_wrap=True)
-    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
 
