@@ -62,6 +62,19 @@ def private_gpu_locks(tmp_path_factory: pytest.TempPathFactory):
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_sweep_scope():
+    """A cleanup scope of this test session's own (each pytest-xdist worker has one): every
+    diagbench it starts sweeps only the leftovers of this session, never those another worker
+    or another checkout's session is still checking."""
+    from diagbench.launch.tags import SCOPE_VAR
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SCOPE_VAR, f"pytest-{worker}-{uuid.uuid4().hex[:8]}")
+        yield
+
+
 def unique_id() -> str:
     """A run id no concurrent test session shares (the default, the second + the spec's name,
     can collide), so a test can find its own processes by it."""

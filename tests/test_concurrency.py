@@ -333,11 +333,11 @@ def test_leaked_caches_are_looked_for_in_tmp_whatever_this_tmpdir(tmp_path, monk
     import tempfile
 
     from diagbench.launch.reaper import leaked_folders
-    from diagbench.launch.tags import Owner, caches_prefix, me
+    from diagbench.launch.tags import Owner, caches_prefix, current_scope, me
 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])  # a diagbench that has ended
     ended.wait()
-    leaked = Path("/tmp") / (caches_prefix(Owner(ended.pid, "1", me().namespace)) + "t3st")
+    leaked = Path("/tmp") / (caches_prefix(Owner(ended.pid, "1", me().namespace), current_scope()) + "t3st")
     elsewhere = tmp_path / "tmp"
     elsewhere.mkdir()
     mine = elsewhere / leaked.name

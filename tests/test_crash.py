@@ -19,12 +19,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import diagbench_argv, fake_command, wait_until, write_spec
+from conftest import diagbench_argv, fake_command, unique_id, wait_until, write_spec
 from diagbench.errors import SpecError
 from diagbench.launch.logfile import CappedLog, tail_size
 from diagbench.launch.ports import free_port
 from diagbench.launch.process import sweep_tagged
-from diagbench.launch.tags import CACHES_PREFIX
+from diagbench.launch.tags import CACHES_PREFIX, SCOPE_VAR, current_scope
 from diagbench.spec.load import load_spec
 from diagbench.vocab import Evidence
 
@@ -81,7 +81,7 @@ def test_kill_9_leaves_nothing_after_the_next_cleanup(tmp_path):
         run = (runs_dir / "latest").resolve()
         wait_until(lambda: len(sweep_tagged(run)) >= 6, what="both trees")
         main_pids = [c.pid for c in psutil.Process(proc.pid).children()]
-        caches = list(Path(tempfile.gettempdir()).glob(f"{CACHES_PREFIX}{proc.pid}@*"))
+        caches = list(Path(tempfile.gettempdir()).glob(f"{CACHES_PREFIX}{current_scope()}+{proc.pid}@*"))
         assert len(main_pids) == 2 and len(caches) == 2
     finally:
         proc.kill()
@@ -564,6 +564,7 @@ def test_an_unusable_temporary_folder_stops_the_run_as_a_full_disk_does(tmp_path
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, SCOPE_VAR: unique_id()},  # a scope of its own: no leftover of the host is swept (said)
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("diagbench:")]
