@@ -15,11 +15,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from conftest import diagbench_argv, fake_command, unique_id, wait_until, write_spec
+from conftest import diagbench_argv, fake_command, run_cli, unique_id, wait_until, write_spec
 from diagbench.errors import SpecError
 from diagbench.launch.logfile import CappedLog, tail_size
 from diagbench.launch.ports import free_port
@@ -35,8 +36,8 @@ def _records(run: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(run.glob("cells/*/result.json"))}
 
 
-def _diagbench(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(diagbench_argv(*args), capture_output=True, text=True, timeout=120, **kw)  # type: ignore[call-overload]
+def _diagbench(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, **kw)
 
 
 def _start(*args: str, **kw: object) -> subprocess.Popen[bytes]:

@@ -13,8 +13,9 @@ one that died (stopped and recorded in that run's directory).
 
 A diagbench started with DIAGBENCH_SCOPE=<word> also passes that on, names its temporary
 folders with it, and cleans up after dead diagbenches of that scope only: a test session
-(or a pytest-xdist worker) sets its own, so one never takes another's leftovers while that
-one is still checking them. Unset, the scope is the whole host (every leftover is taken).
+(or a pytest-xdist worker) sets its own, so no other diagbench takes its leftovers while it
+is still checking them. Unset is a scope too, everyone's default: a user's diagbench never
+touches what a scoped one left (`DIAGBENCH_SCOPE=<word> diagbench cleanup` does).
 """
 
 from __future__ import annotations
@@ -144,10 +145,8 @@ def current_scope() -> str:
 
 
 def in_scope(scope: str) -> bool:
-    """Whether leftovers of `scope` are this diagbench's to clean up: all of them where it
-    has no scope, else only those of its own."""
-    mine = current_scope()
-    return not mine or scope == mine
+    """Whether leftovers of `scope` are this diagbench's to clean up: those of its own scope."""
+    return scope == current_scope()
 
 
 def _word(text: str) -> str:
