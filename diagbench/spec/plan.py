@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from diagbench.spec.matrix import Cell
@@ -16,6 +16,18 @@ class PlannedAttempt:
     @property
     def name(self) -> str:
         return f"{self.cell.index:03d}-{self.cell.slug}-r{self.repeat}"
+
+    @property
+    def attempt(self) -> str:  # as a record names it
+        return self.name
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.id
+
+    @property
+    def params(self) -> Mapping[str, str]:
+        return self.cell.params
 
 
 def plan_attempts(cells: Sequence[Cell], repeat: int) -> list[PlannedAttempt]:
