@@ -33,7 +33,7 @@ from diagbench.isolate.search import (
 from diagbench.launch import host
 from diagbench.launch.environment import attempt_environments
 from diagbench.launch.envs import Built
-from diagbench.records.manifest import build_manifest
+from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
@@ -107,21 +107,20 @@ def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, e
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id)
-    settings = {
-        "isolate": True,
-        "repeat": options.repeat,
-        "parallel": options.parallel,
-        "gpus": list(slots.offer.ids),
-        "gpus_per_attempt": slots.per_attempt,
-        "slots": [list(slot.gpus) for slot in slots.slots],
-    }
+    settings = RunSettings(
+        repeat=options.repeat,
+        parallel=options.parallel,
+        gpus=tuple(slots.offer.ids),
+        gpus_per_attempt=slots.per_attempt,
+        slots=tuple(tuple(slot.gpus) for slot in slots.slots),
+        isolate=True,
+    )
     facts = host.collect(problem.spec.path.resolve().parent)
     good = problem.space.configuration(())
     cell = ProbeCell(0, "good", dict(good.params), tuple(good.args), dict(good.env))
     environment = attempt_environments(problem.server, [PlannedAttempt(cell, 1)])  # the good launch's
-    manifest = build_manifest(problem.spec, [], run_id, settings, facts, environment)
-    manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
-    run_dir.write_manifest(manifest)
+    factors = [f.to_json() for f in problem.space.factors]
+    run_dir.write_manifest(build_manifest(problem.spec, [], run_id, settings, facts, factors, environment))
     events.on_open(run_dir, [])
     return run_dir
 
