@@ -70,3 +70,46 @@ def test_an_interrupted_build_is_built_again_and_a_known_unresolvable_set_is_rem
     assert cache.path(["a==1", "b==2"]) == cache.path(["b==2", "a==1"])  # the set, not its order
     assert [p.name for p in cache.remove_all()] == [half.name]
     assert cache.entries() == []
+
+
+def test_isolate_with_deps_names_each_mistake_and_a_dry_run_builds_nothing(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    env = {**os.environ, "DIAGBENCH_ENV_CACHE": str(tmp_path / "envs"), "COLUMNS": "200"}
+
+    def isolate(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "diagbench", "isolate", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+
+    mistakes = {
+        ("--good", "python s.py", "--good-deps", "six==1.15.0", "--bad-deps", "six==1.16.0"): (
+            "diagbench: --good: put {python} where the command runs Python ('{python} -m server --port {port}'), "
+            "so each probe runs in its own environment"
+        ),
+        ("--good", "{python} s.py"): (
+            "diagbench: --bad: the launch that fails is needed (only with --bad-deps may it be left out)"
+        ),
+        ("--good", "{python} s.py", "--good-deps", "six==1.15.0"): (
+            "diagbench: --bad-deps: needed with the other (or use --between PKG==A..B to walk one package)"
+        ),
+        ("--good", "{python} s.py", "--good-deps", "six==1.15.0", "--bad-deps", "no/req.txt"): (
+            "diagbench: --bad-deps no/req.txt: no such file (give an interpreter, a requirements file, or 'pkg==ver')"
+        ),
+    }
+    for args, message in mistakes.items():
+        done = isolate(*args)
+        assert (done.returncode, done.stderr.strip()) == (2, message)
+    dry = isolate(
+        "--good",
+        "{python} s.py",
+        "--good-deps",
+        "six==1.15.0 idna==3.3",
+        "--bad-deps",
+        "six==1.16.0 idna==3.3",
+        "--dry-run",
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "│ six    │ package │ 1.15.0 │ 1.16.0 │" in dry.stdout
+    assert "note: 1 package(s) differ; 1 are the same in both environments" in dry.stdout
+    assert not (tmp_path / "envs").exists()

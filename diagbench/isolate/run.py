@@ -250,7 +250,11 @@ class Prober:
         prepare = getattr(self.problem.space, "prepare", None)
         if prepare is None:
             return None
+        if self.cancel.is_set():
+            raise _Interrupted
         built: Built = prepare(applied)
+        if self.cancel.is_set():  # Ctrl-C reached uv too: its failure says nothing of the set
+            raise _Interrupted
         if built.ok:
             return None
         self.unbuilt[self.key(applied)] = frozenset(applied)
