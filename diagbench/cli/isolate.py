@@ -85,7 +85,7 @@ def isolate(
 
     given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": ready, "--http": http}
     given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
-    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
+    rules = guarded(lambda: server_rules(ready, http, signatures, timeout, grace, fresh_caches))
     envs = (good_env or [], bad_env or [])
     if between is not None:
         problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
@@ -211,7 +211,7 @@ def _build_report(as_json: bool) -> Callable[[str, Built], None]:
     return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False, soft_wrap=True)
 
 
-def _rules(
+def server_rules(
     ready: str | None, http: str | None, signatures: str | None, timeout: str | None, grace: str | None, fresh: bool
 ) -> ServerRules:
     from diagbench.isolate.problem import ServerRules

@@ -24,11 +24,11 @@ from diagbench.isolate.packages import PYTHON_MARK, BuildReport
 from diagbench.isolate.problem import Problem, ServerRules, command_problem
 from diagbench.isolate.record import FILENAME, Isolation, Status
 from diagbench.isolate.run import (
+    Interrupted,
     IsolateEvents,
     IsolateOptions,
     IsolateResult,
     Prober,
-    _Interrupted,
     check_baselines,
     isolation_slots,
     open_isolation,
@@ -126,7 +126,7 @@ def _walk(space: VersionSpace, prober: Prober) -> Isolation:
         if trouble:
             return _done(prober.isolation(Status.BAD_BASELINE, trouble, (), notes))
         lo, hi, skipped = _bisect(space, prober)
-    except (_Interrupted, KeyboardInterrupt):
+    except (Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return _done(prober.isolation(Status.INTERRUPTED, reason, ()))
     if hi - lo > 1:

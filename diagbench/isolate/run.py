@@ -76,8 +76,8 @@ class ProbeCell(Cell):
         return _UNSAFE.sub("_", "+".join(name.lstrip("-") for name in self.id.split("+")))[:100] or "probe"
 
 
-class _Interrupted(Exception):
-    pass
+class Interrupted(Exception):
+    """The user stopped the search: what finished is recorded."""
 
 
 def isolate(
@@ -137,7 +137,7 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
-    except (_Interrupted, KeyboardInterrupt):
+    except (Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
     known[frozenset(names)] = judge_launches(bad, prober.target)  # the search took it as failing; was it steady?
@@ -242,7 +242,7 @@ class Prober:
         if scheduled.interrupted:
             for (applied, baseline), records in zip(probes, out, strict=True):
                 self.add_step(applied, records, baseline)
-            raise _Interrupted
+            raise Interrupted
         return out
 
     def _prepare(self, applied: tuple[str, ...]) -> str | None:
@@ -251,10 +251,10 @@ class Prober:
         if prepare is None:
             return None
         if self.cancel.is_set():
-            raise _Interrupted
+            raise Interrupted
         built: Built = prepare(applied)
         if self.cancel.is_set():  # Ctrl-C reached uv too: its failure says nothing of the set
-            raise _Interrupted
+            raise Interrupted
         if built.ok:
             return None
         self.unbuilt[self.key(applied)] = frozenset(applied)
