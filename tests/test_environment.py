@@ -166,3 +166,25 @@ def test_torch_reports_cuda_nccl_and_the_gpus_and_a_slow_import_costs_only_those
     slow = ask_interpreter(python, timeout=1.0)
     assert slow["torch"] == {"error": "importing torch took over 1 s"}
     assert [d["name"] for d in slow["distributions"]] == ["torch"]
+
+
+def test_a_vcs_origin_is_recorded_with_its_commit_and_without_its_token(runs, tmp_path: Path) -> None:
+    python = torch_venv(tmp_path / "v")
+    site = next((tmp_path / "v" / "lib").glob("python*/site-packages"))
+    info = site / "myserver-0.3.dev1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: myserver\nVersion: 0.3.dev1\n")
+    url = "https://deploy:ghp_0123456789abcdefghijklmnopqrstuvwxyz@github.com/acme/myserver"
+    direct = {"url": url, "vcs_info": {"vcs": "git", "commit_id": "0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2c3d4"}}
+    (info / "direct_url.json").write_text(json.dumps(direct))
+    result = runs.run(write_spec(tmp_path, {"command": [str(python), str(FAKE), "ready"]}))
+    text = (result.run_dir.path / "manifest.json").read_text()
+    assert "ghp_0123456789" not in text
+    dists = {d["name"]: d for d in json.loads(text)["environment"]["python"]["distributions"]}
+    origin = dists["myserver"]["origin"]
+    assert (origin["kind"], origin["vcs"], origin["commit"]) == (
+        "vcs",
+        "git",
+        "0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2c3d4",
+    )
+    assert origin["url"].endswith("@github.com/acme/myserver")
