@@ -30,6 +30,7 @@ RANKS = {
     "judge": 4,
     "execute": 5,
     "isolate": 6,
+    "triage": 6,
     "render": 7,
     "cli": 8,
     "__main__": 9,

@@ -16,6 +16,7 @@ from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.caches import compile_caches
 from diagbench.launch.command import build_command, build_env, probe_url
 from diagbench.launch.deaths import Death, Descendants
+from diagbench.launch.load import measure
 from diagbench.launch.logfile import CappedLog, LogStats
 from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import Readiness
@@ -125,7 +126,9 @@ def run_attempt(
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
             reader = _Reader(proc, log, scanner, watch)
-            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, on_phase, hurry)
+            decision, teardown, price = _supervise(
+                proc, reader, server, lease.port, cancel_fd, planned, on_phase, hurry
+            )
         finally:
             stats = log.close()
         if log.error is not None:
@@ -133,7 +136,7 @@ def run_attempt(
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
-        return replace(record, phases=_timeline(watch.phases, t0, decision.at))
+        return replace(record, phases=_timeline(watch.phases, t0, decision.at), price=price)
 
 
 def _timeline(phases: list[PhaseEntered], t0: float, decided: float) -> list[PhaseChange]:
@@ -174,8 +177,9 @@ def _supervise(
     planned: PlannedAttempt,
     on_phase: PhaseCallback,
     hurry: threading.Event | None,
-) -> tuple[Decision, Teardown]:
-    """Watch the server until decided, then stop its whole tree, whatever happened."""
+) -> tuple[Decision, Teardown, dict[str, Any] | None]:
+    """Watch the server until decided (and price it, when asked, once ready), then stop its
+    whole tree, whatever happened."""
     request = server.ready_request
     readiness = Readiness(
         probe_url(server.ready_http, port) if server.ready_http else None,
@@ -188,12 +192,40 @@ def _supervise(
         if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
             decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
         reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
+        price = _price(reader, server, port, cancel_fd) if decision.outcome is Outcome.READY else None
     finally:
         teardown = stop_tree(proc, server.grace, hurry)
         _drain(reader)
         proc.close()
         readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
-    return decision, teardown
+    return decision, teardown, price
+
+
+def _price(reader: _Reader, server: ServerSpec, port: int, cancel_fd: int) -> dict[str, Any] | None:
+    """The pricing load, sent from a thread while this one keeps the server's pipe drained
+    (a server blocked on a full pipe would stall its own answers); a cancel stops it."""
+    load = server.price
+    if load is None:
+        return None
+    stop, figures = threading.Event(), dict[str, Any]()
+    url = probe_url(load.request.path, port)
+    sender = threading.Thread(target=lambda: figures.update(measure(url, load, stop)), daemon=True)
+    sender.start()
+    with selectors.DefaultSelector() as sel:
+        if not reader.eof:
+            sel.register(reader.server.pipe, selectors.EVENT_READ, "out")
+        sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
+        while sender.is_alive():
+            for key, _ in sel.select(0.05):  # the sender ends by itself: look at it now and then
+                if key.data == "cancel":
+                    stop.set()
+                    sel.unregister(cancel_fd)
+                elif not reader.eof:
+                    reader.pump(after_decision=True)
+                    if reader.eof:
+                        sel.unregister(reader.server.pipe)
+    sender.join(PROBE_JOIN_S)
+    return figures or None
 
 
 def _record(

@@ -20,7 +20,7 @@ from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
-from diagbench.spec.ready import Ready, ReadyRequest, parse_ready
+from diagbench.spec.ready import PriceLoad, Ready, ReadyRequest, parse_ready
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
@@ -73,6 +73,7 @@ class ServerSpec:
     gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
     kind: str | None = None  # which server this is (vllm, sglang, ...): its own ready lines decide
     ready_request: ReadyRequest | None = None  # must succeed before ready (a one-token completion)
+    price: PriceLoad | None = None  # a short load sent once ready, before teardown (triage --price)
 
 
 @dataclass(frozen=True)
