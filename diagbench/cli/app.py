@@ -38,6 +38,7 @@ class Format(str, Enum):
     json = "json"
     junit = "junit"
     html = "html"
+    issue = "issue"  # report only: the Markdown a maintainer asks for
 
 
 class Executor(str, Enum):

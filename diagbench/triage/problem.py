@@ -58,10 +58,14 @@ def from_command(
             "the command has no {port}: write {port} where it takes its port (each launch gets a free one), "
             "e.g. ... --port {port}"
         )
-    name = _server_name(server) if server else guess_server(argv)
+    name = server_word("--server", server) if server else guess_server(argv)
     catalogue = load_catalogue(remedies)
     launch = Launch(argv, env)
-    request: dict[str, object] = {"command": shown_command(Config(argv, env, {})), "server": name, "remedies": [str(p) for p in remedies]}
+    request: dict[str, object] = {
+        "command": shown_command(Config(argv, env, {})),
+        "server": name,
+        "remedies": [str(p) for p in remedies],
+    }
     request |= {"ready": rules.ready, "http": rules.http, "price": price}
     text = yaml.safe_dump({"triage": request}, sort_keys=False)
     spec = Spec(
@@ -77,12 +81,13 @@ def from_command(
     return TriageProblem(spec, launch, name, catalogue, price)
 
 
-def _server_name(word: str) -> str:
+def server_word(option: str, word: str) -> str:
+    """A server's name as remedies and trackers know it (`llama.cpp` is llamacpp), or a usage error."""
     if word in REMEDY_SERVERS:
         return word
     if (name := known_server(word)) is not None:
         return name
-    raise UserError(f"--server {word}: unknown server (expected one of: {', '.join(REMEDY_SERVERS)})")
+    raise UserError(f"{option} {word}: unknown server (expected one of: {', '.join(REMEDY_SERVERS)})")
 
 
 def guess_server(argv: Sequence[str]) -> str | None:

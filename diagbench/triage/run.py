@@ -118,6 +118,8 @@ class _Runner:
 
     def _run(self) -> Triage:
         base = Candidate("none", (), "", "", 0, self.problem.launch, ())
+        self.cells.append(self._cell(base))
+        self._write_manifest()
         records = self.launch([base], self.plain)
         self.target, self.server = self._target(records), self.server or self._detected(records)
         if all(r.outcome is Outcome.READY for r in records):
