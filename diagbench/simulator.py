@@ -133,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cuda-graph-max-bs", type=int, default=32)
     parser.add_argument("--torch-compile-max-bs", type=int, default=32)
     parser.add_argument("--disable-cuda-graph", action="store_true")
+    parser.add_argument("--api-key", help="accepted and ignored, as SGLang's (for tests of redaction)")
     parser.add_argument("--speed", type=float, default=1.0, help="divide every delay by this")
     return parser
 

@@ -175,7 +175,7 @@ class _Runner:
         known = {c.id: c for c in self.cells}
         if candidate.id in known:
             return known[candidate.id]
-        index = len(self.cells) + 1 if candidate.id != "none" else 0
+        index = len(self.cells)  # the command is 0, then each remedy in the order registered
         launch = candidate.launch
         return ProbeCell(index, candidate.id, {AXIS: candidate.id}, tuple(launch.argv), dict(launch.env))
 
