@@ -98,8 +98,8 @@ def complete(words: str) -> list[str]:
 
 def test_the_shell_completes_commands_options_and_choices():
     assert complete("diagbench rep") == ["report"]
-    assert complete("diagbench report --fo") == ["--format"]
-    assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html"]
+    assert complete("diagbench report --form") == ["--format"]
+    assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html", "issue"]
     assert "--resume" in complete("diagbench run --re")
     demo = str(ROOT / "experiments" / "demo.yaml")
     assert complete(f"diagbench plan {demo} --only k") == ["kernel=mma", "kernel=stock"]

@@ -41,7 +41,7 @@ def test_an_unknown_schema_name_is_one_message_and_exit_2() -> None:
     out = subprocess.run([sys.executable, "-m", "diagbench", "schema", "nope"], capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        "diagbench: unknown schema 'nope' (choose one of: spec, result, verdicts, manifest, classify, isolation)"
+        "diagbench: unknown schema 'nope' (choose one of: spec, result, verdicts, manifest, classify, isolation, triage)"
     )
 
 

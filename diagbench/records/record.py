@@ -91,6 +91,8 @@ class AttemptRecord:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["outcome"] = self.outcome.value
+        if data["price"] is None:  # only a priced launch (triage --price) has one
+            del data["price"]
         return data
 
     @classmethod
