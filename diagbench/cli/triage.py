@@ -42,6 +42,7 @@ def triage(
     signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
     timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
     grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
+    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
     repeat: Annotated[int, typer.Option(min=1, help="launches per remedy; disagreeing ones are flaky")] = 1,
     parallel: Annotated[
         int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
@@ -60,7 +61,7 @@ def triage(
     from diagbench.triage.run import TriageOptions, triage_slots
     from diagbench.triage.run import triage as run_triage
 
-    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, False))
+    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     problem = guarded(lambda: from_command(command, server, rules, remedies or [], price, Path.cwd()))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     options = TriageOptions(runs_dir, run_id, repeat, parallel, request, first)
