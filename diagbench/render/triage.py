@@ -70,16 +70,18 @@ class TriageProgress:
 
 
 def price_text(price: Mapping[str, Any] | None) -> str:
+    """`439 tok/s, p50 34.2 ms` (requests/s where the answers count no tokens), and failures if any."""
     if not price:
         return ""
     parts = []
     if price.get("tokens_per_s"):
-        parts.append(f"{price['tokens_per_s']:g} tok/s")
-    if price.get("throughput_rps"):
-        parts.append(f"{price['throughput_rps']:g} req/s")
+        parts.append(f"{price['tokens_per_s']:.0f} tok/s")
+    elif price.get("throughput_rps"):
+        parts.append(f"{price['throughput_rps']:.1f} req/s")
     if price.get("latency_p50_s") is not None:
         parts.append(f"p50 {price['latency_p50_s'] * 1000:.1f} ms")
-    parts.append(f"{price.get('ok', 0)}/{price.get('requests', 0)} ok")
+    if price.get("failed"):
+        parts.append(f"{price['failed']} of {price.get('requests', 0)} failed")
     return ", ".join(parts)
 
 
@@ -102,7 +104,7 @@ def render_triage(triage: Triage) -> RenderableType:
                 Text(f"  L{target.evidence['line_no']}: {visible(target.evidence['text'])[:200]}", style="dim")
             )
     if triage.remedies:
-        parts.append(_table(triage.remedies))
+        parts += [_table(triage.remedies), *_given_up(triage.remedies)]
     rec = triage.recommendation
     if rec is not None:
         parts.append(Text(f"recommended: {rec.remedy} ({rec.why})", style="bold green"))
@@ -113,16 +115,19 @@ def render_triage(triage: Triage) -> RenderableType:
 
 def _table(tried: Sequence[Tried]) -> Table:
     table = Table(title="comes up with / costs", title_justify="left")
-    for column in ("remedy", "change", "outcome", "start-up", "price", "gives up"):
-        table.add_column(column, overflow="fold")
+    for column in ("remedy", "change", "outcome", "start-up", "price"):
+        table.add_column(column, no_wrap=column != "outcome", overflow="fold")  # what a reader copies stays whole
     for t in tried:
         style = OUTCOME_STYLE.get(t.outcome or "", "")
         startup = f"{t.startup_s:.1f}s" if t.startup_s is not None else ""
-        table.add_row(
-            Text(t.id), Text("\n".join(t.change)), Text(_outcome(t), style=style), Text(startup),
-            Text(price_text(t.price)), Text(t.gives_up),
-        )  # fmt: skip
+        table.add_row(Text(t.id), Text("\n".join(t.change)), Text(_outcome(t), style=style), Text(startup),
+                      Text(price_text(t.price)))  # fmt: skip
     return table
+
+
+def _given_up(tried: Sequence[Tried]) -> list[Text]:
+    """What each launch that came up gives up, under the table (too long for a column)."""
+    return [Text(f"  {t.id} gives up: {t.gives_up}", style="dim") for t in tried if t.works and t.gives_up]
 
 
 # -- the remedies list ------------------------------------------------------------------
