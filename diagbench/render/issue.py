@@ -67,7 +67,7 @@ def _command(view: RunView, triage: Triage | None) -> list[str]:
 def _failure(failure: Failure) -> list[str]:
     r = failure.record
     out = [f"### `{r.cell_id}`: {r.label}" + (f" ({r.signature})" if r.signature else ""), ""]
-    if r.reason:
+    if r.reason and not r.reason.startswith("failure line"):  # the lines below say it better
         out += [visible(r.reason), ""]
     if failure.lines:
         decided = r.evidence.line_no if r.evidence else -1

@@ -134,13 +134,16 @@ def _given_up(tried: Sequence[Tried]) -> list[Text]:
 
 
 def render_remedies(remedies: Sequence[Remedy]) -> RenderableType:
-    table = Table(title=f"{len(remedies)} remedies", title_justify="left")
-    for column in ("id", "for", "change", "cost", "gives up", "source"):
-        table.add_column(column, overflow="fold")
+    """One block per remedy (its source is a sentence: too long for a table's column)."""
+    parts: list[RenderableType] = [Text(f"{len(remedies)} remedies", style="bold")]
     for r in remedies:
-        change = json.dumps(r.change.to_json())
-        table.add_row(r.id, ", ".join(r.when), change, str(r.cost), r.gives_up, r.source)
-    return table
+        parts.append(Text(f"{r.id}  (cost {r.cost}; for {', '.join(r.when)})", style="bold"))
+        for i, line in enumerate(r.change.describe()):
+            parts.append(Text(f"  {'change:  ' if i == 0 else '         '} {line}"))
+        if r.gives_up:
+            parts.append(Text(f"  gives up: {r.gives_up}"))
+        parts.append(Text(f"  source:   {r.source}", style="dim"))
+    return Group(*parts)
 
 
 def remedies_json(remedies: Sequence[Remedy]) -> str:

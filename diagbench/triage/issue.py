@@ -72,8 +72,8 @@ def issue_facts(view: RunView, manifest: Mapping[str, Any]) -> IssueFacts:
     environment = manifest.get("environment")
     env = environment if isinstance(environment, dict) and environment else view.provenance
     failing = [r for r in view.records if r.outcome.ran and r.outcome is not Outcome.READY]
-    first_per_cell = {r.cell_id: r for r in reversed(failing)}  # the first failing attempt of each cell
-    chosen = sorted(first_per_cell.values(), key=lambda r: r.attempt)[:MAX_FAILURES]
+    first_per_label = {r.label: r for r in reversed(failing)}  # one launch per way of failing, the first
+    chosen = sorted(first_per_label.values(), key=lambda r: r.attempt)[:MAX_FAILURES]
     flaky = [f"{counts.cell_id}: {counts}" for counts in cell_counts(view.records) if counts.flaky]
     ran = sum(r.outcome.ran for r in view.records)
     return IssueFacts(view.redactor.deep(dict(env)), tuple(_failure(view, r) for r in chosen), tuple(flaky), ran)

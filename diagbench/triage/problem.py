@@ -3,6 +3,7 @@ remedies it may try; recorded under a spec for the manifest, as an isolation is.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, shown_command
 from diagbench.isolate.pasted import split_command
 from diagbench.isolate.problem import ServerRules, server_spec
-from diagbench.logs.servers import known_server
+from diagbench.logs.servers import SERVERS, known_server
 from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.ready import ReadyRequest
 from diagbench.triage.apply import Launch
@@ -74,7 +75,8 @@ def from_command(
         path=cwd / "triage",
         text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(),
-        server=server_spec(rules, cwd),
+        # a server the log reader knows decides by its own ready lines (uvicorn's means vLLM's only for vLLM)
+        server=dataclasses.replace(server_spec(rules, cwd), kind=name if name in SERVERS else None),
         axes=(),
         cells=(),
     )

@@ -63,6 +63,18 @@ class Change:
     env: Mapping[str, str] = field(default_factory=dict)
     unset: tuple[str, ...] = ()
 
+    def describe(self) -> list[str]:
+        """For people, in the diff's words: `+ --enforce-eager`, `- --enable-torch-compile`,
+        `~ --cuda-graph-max-bs x0.5`, `+ NCCL_P2P_DISABLE=1`, `- TORCHINDUCTOR_CUDAGRAPHS`."""
+        out = [f"+ {' '.join(self.add)}"] if self.add else []
+        out += [f"- {name}" for name in self.remove]
+        out += [f"~ {name} {value}" for name, value in self.set.items()]
+        if self.scale:
+            default = f" (default {self.scale.default:g})" if self.scale.default is not None else ""
+            out.append(f"~ {self.scale.names[0]} x{self.scale.by:g}{default}")
+        out += [f"+ {name}={value}" for name, value in self.env.items()]
+        return out + [f"- {name}" for name in self.unset]
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"add": list(self.add), "remove": list(self.remove), "set": dict(self.set)}
         data |= {"env": dict(self.env), "unset": list(self.unset)}
