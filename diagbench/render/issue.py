@@ -66,7 +66,8 @@ def _command(view: RunView, triage: Triage | None) -> list[str]:
 
 def _failure(failure: Failure) -> list[str]:
     r = failure.record
-    out = [f"### `{r.cell_id}`: {r.label}" + (f" ({r.signature})" if r.signature else ""), ""]
+    name = "the command" if r.cell_id == "none" else f"`{r.cell_id}`"  # a triage's command is its cell `none`
+    out = [f"### {name}: {r.label}" + (f" ({r.signature})" if r.signature else ""), ""]
     if r.reason and not r.reason.startswith("failure line"):  # the lines below say it better
         out += [visible(r.reason), ""]
     if failure.lines:

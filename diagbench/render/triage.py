@@ -104,7 +104,7 @@ def render_triage(triage: Triage) -> RenderableType:
                 Text(f"  L{target.evidence['line_no']}: {visible(target.evidence['text'])[:200]}", style="dim")
             )
     if triage.remedies:
-        parts += [_table(triage.remedies), *_given_up(triage.remedies)]
+        parts += [_table(triage.remedies, triage.server), *_given_up(triage.remedies)]
     rec = triage.recommendation
     if rec is not None:
         parts.append(Text(f"recommended: {rec.remedy} ({rec.why})", style="bold green"))
@@ -113,15 +113,21 @@ def render_triage(triage: Triage) -> RenderableType:
     return Group(*parts)
 
 
-def _table(tried: Sequence[Tried]) -> Table:
-    table = Table(title="comes up with / costs", title_justify="left")
-    for column in ("remedy", "change", "outcome", "start-up", "price"):
-        table.add_column(column, no_wrap=column != "outcome", overflow="fold")  # what a reader copies stays whole
+def _table(tried: Sequence[Tried], server: str | None) -> Table:
+    """One row per launch; remedy ids without their server's prefix (the title names it)."""
+    prefix = f"{server}." if server else "\0"
+    title = f"comes up with / costs ({server} remedies)" if server else "comes up with / costs"
+    table = Table(title=title, title_justify="left")
+    table.add_column("remedy", no_wrap=True)  # what a reader copies stays whole
+    table.add_column("change", no_wrap=True)
+    table.add_column("outcome", overflow="fold", min_width=10)
+    table.add_column("start-up", no_wrap=True)
+    table.add_column("price", overflow="fold", min_width=12)
     for t in tried:
         style = OUTCOME_STYLE.get(t.outcome or "", "")
         startup = f"{t.startup_s:.1f}s" if t.startup_s is not None else ""
-        table.add_row(Text(t.id), Text("\n".join(t.change)), Text(_outcome(t), style=style), Text(startup),
-                      Text(price_text(t.price)))  # fmt: skip
+        cells = (t.id.replace(prefix, ""), "\n".join(t.change), _outcome(t), startup, price_text(t.price))
+        table.add_row(*(Text(c, style=style if i == 2 else "") for i, c in enumerate(cells)))
     return table
 
 

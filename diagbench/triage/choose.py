@@ -137,10 +137,10 @@ def recommend(tried: Sequence[Tried], problem: TriageProblem) -> Recommendation 
     measured = [t for t in working if t.price and _rate(t) is not None]
     if measured:
         best = max(measured, key=lambda t: _rate(t) or 0.0)
-        why = f"the highest throughput of the {len(working)} that came up ({_rate_text(best)})"
+        why = f"the highest throughput of the {len(working)} that came up: {_rate_text(best)}"
     else:
         best = min(working, key=lambda t: (t.cost, t.startup_s if t.startup_s is not None else float("inf")))
-        why = f"the least given up (cost {best.cost}) of the {len(working)} that came up"
+        why = f"the least given up of the {len(working)} that came up: cost {best.cost}"
     return Recommendation(best.id, best.command, best.change, why)
 
 
