@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -52,6 +52,7 @@ def plan(
     ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.execute.dryrun import plan_of
     from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
     from diagbench.render.plan import plan_json, render_plan
@@ -64,12 +65,12 @@ def plan(
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
+    planned = guarded(lambda: plan_of(loaded, only or [], slots, stop_when_decided, repeat))
     if as_json:
-        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots)))
+        sys.stdout.write(plan_json(planned))
     else:
-        shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
-        out.print(visible(shown), markup=False, soft_wrap=True)
-    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+        out.print(visible(render_plan(planned)), markup=False, soft_wrap=True)
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
 
@@ -102,7 +103,7 @@ def report(
     loaded = guarded(lambda: load_run(run_dir))
     view = guarded(lambda: view_of(loaded))
     if format is Format.issue or for_server is not None:
-        _issue(view, loaded.manifest, format, for_server)
+        _issue(view, loaded.manifest.environment, format, for_server)
     if _triage_report(view, format):
         return
     isolation = guarded(lambda: read_isolation(run_dir))
@@ -126,7 +127,7 @@ def report(
     raise typer.Exit(exit_code(view, strict))
 
 
-def _issue(view: RunView, manifest: dict[str, object], format: Format, for_server: str | None) -> None:
+def _issue(view: RunView, environment: Mapping[str, Any] | None, format: Format, for_server: str | None) -> None:
     """`--format issue [--for SERVER]`: the Markdown for the server's bug tracker; exits 0."""
     from diagbench.render.issue import render_issue
     from diagbench.triage.issue import issue_facts
@@ -138,7 +139,7 @@ def _issue(view: RunView, manifest: dict[str, object], format: Format, for_serve
         raise typer.Exit(ExitCode.USAGE)
     server = guarded(lambda: server_word("--for", for_server)) if for_server else None
     found = guarded(lambda: read_triage(view.path))
-    sys.stdout.write(render_issue(view, issue_facts(view, manifest), found, server))
+    sys.stdout.write(render_issue(view, issue_facts(view, environment), found, server))
     raise typer.Exit(ExitCode.OK)
 
 

@@ -68,9 +68,9 @@ class IssueFacts:
     launches: int
 
 
-def issue_facts(view: RunView, manifest: Mapping[str, Any]) -> IssueFacts:
-    environment = manifest.get("environment")
-    env = environment if isinstance(environment, dict) and environment else view.provenance
+def issue_facts(view: RunView, environment: Mapping[str, Any] | None) -> IssueFacts:
+    """`environment`: the manifest's, where the run recorded one (else its provenance is shown)."""
+    env = environment or view.provenance
     failing = [r for r in view.records if r.outcome.ran and r.outcome is not Outcome.READY]
     first_per_label = {r.label: r for r in reversed(failing)}  # one launch per way of failing, the first
     chosen = sorted(first_per_label.values(), key=lambda r: r.attempt)[:MAX_FAILURES]

@@ -19,7 +19,7 @@ from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.run import ProbeCell
 from diagbench.judge.verdicts import judge
 from diagbench.launch import host
-from diagbench.records.manifest import build_manifest
+from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
@@ -98,15 +98,14 @@ class _Runner:
     def _write_manifest(self) -> None:
         """The manifest as it stands: rewritten with each batch's hypotheses before the batch launches."""
         spec = dataclasses.replace(self.problem.spec, hypotheses=tuple(self.hypotheses), cells=tuple(self.cells))
-        settings = {
-            "triage": True,
-            "repeat": self.options.repeat,
-            "parallel": self.options.parallel,
-            "first": self.options.first,
-            "price": self.problem.price,
-            "gpus": list(self.slots.offer.ids),
-            "slots": [list(slot.gpus) for slot in self.slots.slots],
-        }
+        settings = RunSettings(
+            repeat=self.options.repeat,
+            parallel=self.options.parallel,
+            gpus=tuple(self.slots.offer.ids),
+            gpus_per_attempt=self.slots.per_attempt,
+            slots=tuple(tuple(slot.gpus) for slot in self.slots.slots),
+            triage={"first": self.options.first, "price": self.problem.price},
+        )
         facts = host.collect(self.problem.spec.path.resolve().parent)
         self.run_dir.write_manifest(build_manifest(spec, [], self.run_dir.path.name, settings, facts))
 
