@@ -4,6 +4,7 @@ process of the run is left and that the records match their schemas."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -72,9 +73,14 @@ def triages(tmp_path: Path):
     run_dirs: list[Path] = []
 
     def run(
-        command: str, price: int = 0, first: bool = False, remedies: tuple[Path, ...] = ()
+        command: str,
+        price: int = 0,
+        first: bool = False,
+        remedies: tuple[Path, ...] = (),
+        server: str | None = None,
+        rules: ServerRules = RULES,
     ) -> tuple[TriageResult, Recorder]:
-        problem = from_command(command, None, RULES, remedies, price, tmp_path)
+        problem = from_command(command, server, rules, remedies, price, tmp_path)
         events = Recorder(run_dirs)
         return triage(problem, TriageOptions(tmp_path / "runs", first=first), events), events
 
@@ -204,6 +210,26 @@ def test_pairs_are_launched_only_when_no_single_remedy_works(triages, tmp_path):
     assert events.registered_at_start[pairs[0]] == singles + pairs
     assert result.triage.status is Status.FOUND and result.triage.recommendation is not None
     assert result.triage.recommendation.remedy == pairs[1]
+
+
+def test_price_without_a_pricing_request_says_so_and_keeps_start_up_times(triages, tmp_path):
+    mine = tmp_path / "triton.yaml"  # a server with no built-in remedies, so no pricing request
+    mine.write_text(
+        "server: triton\n"
+        "remedies:\n"
+        "  - {id: team.eager, for: cuda_graph_capture, change: {add: --disable-cuda-graph}, source: t}\n"
+    )
+    # Triton's own ready lines would decide for a log of Triton's: --ready names the simulator's
+    rules = dataclasses.replace(RULES, ready="The server is fired up and ready to roll!")
+    result, _ = triages(CAPTURE, price=5, remedies=(mine,), server="triton", rules=rules)
+    found = result.triage
+    assert found.server == "triton" and [t.id for t in found.remedies] == ["team.eager"]
+    eager = found.remedies[0]
+    assert eager.works and eager.price is None and eager.startup_s is not None
+    assert found.notes == (
+        "--price 5: no pricing request is known for triton (a remedies file's price_request names one): "
+        "start-up times only",
+    )
 
 
 # -- the command line -------------------------------------------------------------------------

@@ -105,6 +105,7 @@ def render_triage(triage: Triage) -> RenderableType:
             )
     if triage.remedies:
         parts += [_table(triage.remedies, triage.server), *_given_up(triage.remedies)]
+    parts += [Text(f"note: {note}", style="dim") for note in triage.notes]
     rec = triage.recommendation
     if rec is not None:
         parts.append(Text(f"recommended: {rec.remedy} ({rec.why})", style="bold green"))

@@ -6,6 +6,7 @@ attempts. Core only: it never prints."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ class _Runner:
         events.on_open(self.run_dir, [])
         self.plain = LocalExecutor(problem.server_spec, self.run_dir, slots)
         self.priced: LocalExecutor | None = None
+        self.notes: list[str] = []
 
     def _write_manifest(self) -> None:
         """The manifest as it stands: rewritten with each batch's hypotheses before the batch launches."""
@@ -164,10 +166,9 @@ class _Runner:
         mine = [r for r in done if r.cell_id == item.cell.id]
         if any(r.outcome in (Outcome.FAILED, Outcome.CRASHED) for r in mine):
             return "its remedy already failed: its verdict is decided"
-        if self.options.first and item.cell.id != "none":
-            ready = {r.cell_id for r in [*self.records, *done] if r.outcome is Outcome.READY}
-            if any(c.id in ready and c.works([*self.records, *done]) for c in self.launched):
-                return "--first: a remedy already came up"
+        seen = [*self.records, *done]
+        if self.options.first and any(c.works(seen) for c in self.launched if c.id != item.cell.id):
+            return "--first: a remedy already came up"
         return None
 
     def _cell(self, candidate: Candidate) -> ProbeCell:
@@ -185,6 +186,11 @@ class _Runner:
             request = self.problem.request or self.problem.catalogue.requests.get(self.server or "")
             if self.problem.price and request is not None:
                 server = dataclasses.replace(server, price=PriceLoad(request, self.problem.price))
+            elif self.problem.price:
+                self.notes.append(
+                    f"--price {self.problem.price}: no pricing request is known for {self.server or 'this server'} "
+                    "(a remedies file's price_request names one): start-up times only"
+                )
             self.priced = LocalExecutor(server, self.run_dir, self.slots)
         return self.priced
 
@@ -225,7 +231,8 @@ class _Runner:
     def result(self, status: Status, reason: str) -> Triage:
         tried: list[Tried] = [tried_of(c, self.records, self.problem) for c in self.launched]
         best = recommend(tried, self.problem) if status is Status.FOUND else None
-        return Triage(status, reason, self.problem.shown(), self.server, self.target, tuple(tried), best)
+        notes = (*self.notes, *([self.target.flaky] if self.target and self.target.flaky else []))
+        return Triage(status, reason, self.problem.shown(), self.server, self.target, tuple(tried), best, notes)
 
     def _write_partial(self) -> None:
         """On disk after each batch: a diagbench killed mid-triage leaves a triage `report` can read."""
@@ -240,8 +247,6 @@ class _Runner:
 
 def _cause(folder: Path) -> dict[str, object] | None:
     """The root cause the log reader followed, where result.json has one."""
-    import json
-
     try:
         data = json.loads((folder / "result.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
