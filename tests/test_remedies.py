@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from diagbench.errors import SpecError
+from diagbench.errors import SpecError, UserError
+from diagbench.isolate.problem import ServerRules
 from diagbench.logs.signatures import builtin_packs, load_packs
 from diagbench.triage.apply import Launch, apply_all, apply_change
+from diagbench.triage.problem import from_command
 from diagbench.triage.remedies import REMEDY_SERVERS, Change, Scale, builtin_files, load_catalogue, parse_file
 from diagbench.vocab import FAILURE_CLASSES, OUTCOMES
 
@@ -118,3 +120,29 @@ def test_variables_are_set_scaled_and_unset_and_two_changes_combine():
     both = apply_all(launch, [kv, Change(add=("--x",))])
     assert both is not None and both.diff == ("~ KV=8 -> 4", "+ --x")
     assert apply_all(launch, [kv, Change(unset=("NOT_SET",))]) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "server"),
+    [
+        ("vllm serve m --port {port}", "vllm"),
+        ("/opt/venv/bin/python -m sglang.launch_server --model-path m --port {port}", "sglang"),
+        ("CUDA_VISIBLE_DEVICES=0 llama-server -m x.gguf --port {port}", "llamacpp"),
+        ("text-generation-launcher --model-id m --port {port}", "tgi"),
+        ("OLLAMA_HOST=127.0.0.1:{port} ollama serve", "ollama"),
+        ("trtllm-serve m --port {port}", "trtllm"),
+        ("python3 -m diagbench.refserver --port {port}", "refserver"),
+        ("./my-server --port {port}", None),
+    ],
+)
+def test_the_server_is_read_from_the_command(tmp_path, command, server):
+    problem = from_command(command, None, ServerRules(), (), 0, tmp_path)
+    assert problem.server == server
+    assert problem.server_spec.kind == (
+        server if server in ("vllm", "sglang", "llamacpp", "tgi", "ollama", "trtllm") else None
+    )
+
+
+def test_a_command_without_port_is_one_message(tmp_path):
+    with pytest.raises(UserError, match=r"^the command has no \{port\}: write \{port\} where it takes its port"):
+        from_command("vllm serve m", None, ServerRules(), (), 0, tmp_path)

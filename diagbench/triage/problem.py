@@ -54,7 +54,7 @@ def from_command(
     command: str, server: str | None, rules: ServerRules, remedies: Sequence[Path], price: int, cwd: Path
 ) -> TriageProblem:
     argv, env = split_command(command, (), "command")
-    if not any("{port}" in word for word in argv):
+    if not any("{port}" in word for word in (*argv, *(v for v in env.values() if v))):  # OLLAMA_HOST=...:{port}
         raise UserError(
             "the command has no {port}: write {port} where it takes its port (each launch gets a free one), "
             "e.g. ... --port {port}"
