@@ -79,10 +79,12 @@ def triages(tmp_path: Path):
         remedies: tuple[Path, ...] = (),
         server: str | None = None,
         rules: ServerRules = RULES,
+        parallel: int = 1,
     ) -> tuple[TriageResult, Recorder]:
         problem = from_command(command, server, rules, remedies, price, tmp_path)
         events = Recorder(run_dirs)
-        return triage(problem, TriageOptions(tmp_path / "runs", first=first), events), events
+        options = TriageOptions(tmp_path / "runs", first=first, parallel=parallel)
+        return triage(problem, options, events), events
 
     yield run
     for run_dir in run_dirs:
@@ -145,6 +147,24 @@ def test_first_stops_at_the_first_remedy_that_comes_up(triages):
     eager = result.triage.remedies[-1]
     assert eager.id == "simulator.disable-cuda-graph" and eager.outcome is None
     assert eager.skipped == "--first: a remedy already came up"
+
+
+def test_remedies_launched_at_once_give_the_same_answer(triages):
+    result, _ = triages(CAPTURE, parallel=3)
+    tried = {t.id: (t.outcome, t.works) for t in result.triage.remedies}
+    assert tried == {
+        "simulator.halve-cuda-graph-max-bs": ("failed", False),
+        "simulator.no-torch-compile": ("ready", True),
+        "simulator.disable-cuda-graph": ("ready", True),
+    }
+    starts = sorted(
+        json.loads(p.read_text())["started_at"] for p in result.run_dir.path.glob("cells/00[123]-*/result.json")
+    )
+    ends = sorted(
+        json.loads(p.read_text())["ended_at"] for p in result.run_dir.path.glob("cells/00[123]-*/result.json")
+    )
+    assert starts[-1] < ends[0]  # all three ran at once
+    assert result.triage.recommendation is not None
 
 
 def test_a_command_that_comes_up_is_said_so_and_nothing_else_launches(triages):
