@@ -360,3 +360,36 @@ def test_remedies_lists_them_with_sources(tmp_path):
     assert all(r["server"] == "vllm" and r["source"] for r in rows)
     bad = diagbench("remedies", "--class", "cuda_graph_captur", cwd=tmp_path)
     assert bad.returncode == 2 and "did you mean 'cuda_graph_capture'?" in bad.stderr
+
+
+def test_format_issue_shows_the_cause_a_hang_and_the_environment_where_the_records_have_them(tmp_path):
+    done = diagbench("triage", CAPTURE, "--first", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    # fields a newer diagbench writes (the log reader's cause, a hang's stacks, the environment)
+    path = run_dir / "cells" / "000-none-r1" / "result.json"
+    record = json.loads(path.read_text())
+    record["cause"] = {
+        "type": "torch.AcceleratorError",
+        "message": "dependency created on uncaptured work",
+        "line_no": 20,
+    }
+    record["hang"] = {
+        "pid": 4242,
+        "name": "scheduler",
+        "thread": "MainThread",
+        "frames": ["capture (cuda_graph_runner.py:455)"],
+        "site": "capture",
+    }
+    path.write_text(json.dumps(record))
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["environment"] = {"driver": "580.159.03", "cuda": "13.0", "nccl": "2.27.7"}
+    manifest_path.write_text(json.dumps(manifest))
+    issue = diagbench("report", str(run_dir), "--format", "issue", cwd=tmp_path)
+    assert issue.returncode == 0, issue.stderr
+    text = issue.stdout
+    assert "**Cause** (line 20): `torch.AcceleratorError`: dependency created on uncaptured work" in text
+    assert "**Hang**: pid 4242 (scheduler), thread MainThread, at capture" in text
+    assert "capture (cuda_graph_runner.py:455)" in text
+    assert "- **driver**: 580.159.03" in text and "- **nccl**: 2.27.7" in text and "- **hostname**" not in text
