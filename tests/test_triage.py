@@ -393,3 +393,25 @@ def test_format_issue_shows_the_cause_a_hang_and_the_environment_where_the_recor
     assert "**Hang**: pid 4242 (scheduler), thread MainThread, at capture" in text
     assert "capture (cuda_graph_runner.py:455)" in text
     assert "- **driver**: 580.159.03" in text and "- **nccl**: 2.27.7" in text and "- **hostname**" not in text
+
+
+def test_format_issue_of_a_plain_run_shows_each_way_it_failed_with_its_command(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\n"
+        "server:\n"
+        f"  command: {sys.executable} -m diagbench.simulator --port {{port}} --speed 4\n"
+        "  signatures: [sglang, pytorch]\n"
+        "  timeout: 30s\n"
+        "matrix:\n"
+        "  compile: {flag: --enable-torch-compile, values: [on, off]}\n"
+        "  token: {env: HF_TOKEN, values: {a: hf_0123456789abcdefghij}}\n"
+    )
+    done = diagbench("run", str(spec), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    text = diagbench("report", str(run_dir), "--format", "issue", cwd=tmp_path).stdout
+    assert "hf_0123456789abcdefghij" not in text and "HF_TOKEN=" in text
+    assert "--enable-torch-compile" in text.split("### Command")[1].split("```")[1]
+    assert text.count("### `") == 1 and "failed:cuda_graph_capture (sglang.capture_failed)" in text
+    assert "### What was tried" not in text  # no triage: nothing tried

@@ -4,10 +4,12 @@ paste into the server's bug tracker (secrets already blanked by the facts it is 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
 from diagbench.judge.view import RunView
+from diagbench.records.record import AttemptRecord
 from diagbench.render.text import visible
 from diagbench.render.triage import price_text
 from diagbench.triage.issue import TRACKERS, Failure, IssueFacts
@@ -23,7 +25,7 @@ def render_issue(view: RunView, facts: IssueFacts, triage: Triage | None, server
     if tracker:
         out += [f"<!-- for {tracker.name}: {tracker.url} -->", ""]
     out += _environment(facts.environment, tracker.environment if tracker else None)
-    out += _command(view, triage)
+    out += _command(facts, triage)
     for failure in facts.failures:
         out += _failure(failure)
     if triage is not None:
@@ -53,15 +55,23 @@ def _environment(env: Mapping[str, Any], asks: str | None) -> list[str]:
     return [*out, ""]
 
 
-def _command(view: RunView, triage: Triage | None) -> list[str]:
-    if triage is not None:
-        command = triage.command
-    else:
-        first = next((r for r in view.records if r.outcome.ran), None)
-        command = " ".join(first.command) if first else ""
+def _command(facts: IssueFacts, triage: Triage | None) -> list[str]:
+    """A triage's command as given; else the first failing launch's, as it was launched."""
+    launched = _launched(facts.failures[0].record) if facts.failures else ""
+    command = triage.command if triage is not None else launched
     if not command:
         return []
     return ["### Command", "", f"{FENCE}sh", visible(command), FENCE, ""]
+
+
+def _launched(record: AttemptRecord) -> str:
+    """The record's variables (not diagbench's own: unbuffered output, fresh cache folders) and argv."""
+    env = [
+        f"{k}={shlex.quote(v)}"
+        for k, v in record.env_changes.items()
+        if v is not None and k != "PYTHONUNBUFFERED" and "diagbench-caches-" not in v
+    ]
+    return " ".join([*env, *(shlex.quote(w) for w in record.command)])
 
 
 def _failure(failure: Failure) -> list[str]:
