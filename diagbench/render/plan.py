@@ -38,6 +38,8 @@ def render_plan(
             if s.fresh_caches
             else "shared between cells (server.fresh_caches: true isolates them)"
         ),
+        f"stall: {_stall_words(s.stall)}",
+        f"stacks: {_stacks_words(s.stacks, s.faulthandler)}",
     ]
     if slots is not None:
         lines.append(f"slots: {slots.describe()}")
@@ -80,6 +82,9 @@ def plan_json(spec: Spec, only: Sequence[str], slots: SlotPlan | None = None) ->
         "timeout_s": s.timeout,
         "grace_s": s.grace,
         "fresh_caches": list(s.fresh_caches),
+        "stall_s": s.stall,
+        "stall_rule": _stall_words(s.stall) if s.stall else None,
+        "stacks": "faulthandler" if s.faulthandler else s.stacks,
         "slots": slots.describe() if slots is not None else None,
         "cells": [
             {
@@ -96,6 +101,21 @@ def plan_json(spec: Spec, only: Sequence[str], slots: SlotPlan | None = None) ->
         "not_decidable": [h.id for h in spec.hypotheses if not any(c.matches(h.when) for c in cells)],
     }
     return json.dumps(data, indent=2) + "\n"
+
+
+def _stall_words(stall: float | None) -> str:
+    from diagbench.launch.stall import rule_words
+
+    return rule_words(stall) if stall else "off (server.stall or --stall D ends a silent, idle attempt early)"
+
+
+def _stacks_words(when: str, faulthandler: bool) -> str:
+    words = {
+        "on-timeout": "every process of the tree, before teardown, on a timeout or stall",
+        "always": "every process of the tree, before teardown, on a timeout, stall or undecided failure",
+        "never": "not taken",
+    }[when]
+    return words + ("; Python servers also dump their own on SIGUSR2 (faulthandler)" if faulthandler else "")
 
 
 def _joined(argv: Sequence[str]) -> str:

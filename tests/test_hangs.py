@@ -1,0 +1,222 @@
+"""Hangs with real processes: a stall decided early, and every process's stack taken before teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import Runs, diagbench_argv, fake_command, write_spec
+from diagbench.errors import SpecError
+from diagbench.launch import stacks
+from diagbench.schemas import load_schema
+from diagbench.spec.load import load_spec
+from diagbench.vocab import Outcome
+
+STALL_S = 1.5
+NEVER = {"log": "never ready"}
+
+
+def _server(*actions: str, **extra: object) -> dict[str, object]:
+    return {"command": fake_command(*actions), "ready": NEVER, "timeout": "60s", "stall": f"{STALL_S}s", **extra}
+
+
+def _stack_files(runs: Runs, attempt: str) -> dict[int, str]:
+    folder = runs.last.run_dir.cells / attempt / "stacks"
+    return {int(p.stem): p.read_text() for p in folder.glob("*.txt")}
+
+
+def test_a_deadlocked_server_is_stalled_within_the_window_and_its_stack_names_the_lock(runs: Runs) -> None:
+    record = runs.one(_server("out=Loading weights", "deadlock"))
+    assert record.outcome is Outcome.TIMEOUT
+    assert record.stalled is True
+    assert record.stalled_after_s is not None and STALL_S <= record.stalled_after_s <= STALL_S + 1
+    assert record.time_to_outcome_s is not None and record.time_to_outcome_s < STALL_S + 3  # not the 60 s timeout
+    assert record.reason.startswith(f"stalled {STALL_S:.0f}s") or record.reason.startswith("stalled 2s")
+    assert record.hang is not None
+    assert record.hang["site"] == "threading.Lock.acquire in fakeserver.py:load_weights"
+    files = _stack_files(runs, record.attempt)
+    assert record.hang["pid"] in files
+    assert "load_weights (fakeserver.py" in files[record.hang["pid"]]
+    result = json.loads((runs.last.run_dir.cells / record.attempt / "result.json").read_text())
+    assert result["stalled"] is True and result["hang"]["files"] == [f"stacks/{record.hang['pid']}.txt"]
+
+
+def test_a_read_on_a_pipe_nobody_writes_is_named_with_its_kernel_wait(runs: Runs) -> None:
+    record = runs.one(_server("out=waiting for the tokenizer", "pipe-read"))
+    assert record.stalled and record.hang is not None
+    assert record.hang["site"] == "os.read in fakeserver.py:pipe_read"
+    text = _stack_files(runs, record.attempt)[record.hang["pid"]]
+    if os.geteuid() == 0:  # /proc/N/task/T/stack is root's to read
+        assert "pipe_read" in text
+
+
+def test_a_child_that_hangs_while_its_parent_sleeps_gives_both_stacks_and_the_child_is_the_site(runs: Runs) -> None:
+    record = runs.one(_server("child-deadlock"))
+    assert record.stalled and record.hang is not None
+    files = _stack_files(runs, record.attempt)
+    assert len(files) == 2
+    parent = min(files)
+    assert record.hang["pid"] != parent
+    assert record.hang["site"] == "threading.Lock.acquire in fakeserver.py:load_weights"
+    assert "sleep_forever (fakeserver.py" in files[parent]
+
+
+def test_a_busy_silent_compile_is_never_stalled(runs: Runs) -> None:
+    record = runs.one(
+        _server(
+            "out=compiling", f"busy={2 * STALL_S}", "out=startup complete", "hang", ready={"log": "startup complete"}
+        ),
+    )
+    assert record.outcome is Outcome.READY
+    assert record.stalled is False and record.hang is None
+
+
+def test_a_slow_starter_with_a_line_every_half_window_is_never_stalled(runs: Runs) -> None:
+    record = runs.one(
+        _server(f"tick={STALL_S / 2}:6", "out=startup complete", "hang", ready={"log": "startup complete"})
+    )
+    assert record.outcome is Outcome.READY
+    assert record.stalled is False
+
+
+def test_a_plain_timeout_takes_stacks_too(runs: Runs) -> None:
+    record = runs.one({"command": fake_command("out=Loading", "deadlock"), "ready": NEVER, "timeout": "1s"})
+    assert record.outcome is Outcome.TIMEOUT and record.stalled is False and record.stalled_after_s is None
+    assert record.hang is not None and "load_weights" in record.hang["site"]
+
+
+def test_stacks_never_takes_none(runs: Runs) -> None:
+    record = runs.one(_server("out=Loading", "deadlock", stacks="never"))
+    assert record.stalled and record.hang is None
+    assert not (runs.last.run_dir.cells / record.attempt / "stacks").exists()
+
+
+def _refusing_pyspy(folder: Path) -> str:
+    """A py-spy that answers as it does where ptrace is refused (a container without SYS_PTRACE)."""
+    path = folder / "py-spy"
+    path.write_text("#!/bin/sh\necho 'Error: Operation not permitted (os error 1)' >&2\nexit 1\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_ptrace_refused_is_a_note_and_the_kernel_view_remains(
+    runs: Runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusing = _refusing_pyspy(tmp_path)
+    monkeypatch.setattr(stacks, "pyspy_path", lambda: refusing)
+    record = runs.one(_server("out=Loading", "deadlock"))
+    assert record.stalled and record.hang is not None
+    note = record.hang["notes"][0]
+    assert (
+        "py-spy could not read this process (Error: Operation not permitted (os error 1)); ptrace refused? using what is readable"
+        in note
+    )
+    text = _stack_files(runs, record.attempt)[record.hang["pid"]]
+    assert "Traceback" not in text and "note: py-spy could not read" in text
+    assert "state S" in text  # the kernel's view of its thread
+
+
+def test_py_spy_missing_is_said(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stacks, "pyspy_path", lambda: None)
+    record = runs.one(_server("out=Loading", "deadlock"))
+    assert record.hang is not None
+    assert any("py-spy is not installed" in n for n in record.hang["notes"])
+
+
+def test_faulthandler_gives_python_frames_where_py_spy_cannot_attach(
+    runs: Runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusing = _refusing_pyspy(tmp_path)
+    monkeypatch.setattr(stacks, "pyspy_path", lambda: refusing)
+    record = runs.one(_server("out=Loading", "deadlock", stacks="faulthandler"))
+    assert record.env_changes["PYTHONFAULTHANDLER"] == "1"
+    assert record.env_changes["DIAGBENCH_FAULTHANDLER_DIR"].endswith("/stacks/faulthandler")
+    assert record.hang is not None
+    assert record.hang["frames"][0].startswith("load_weights (fakeserver.py:")
+    text = _stack_files(runs, record.attempt)[record.hang["pid"]]
+    assert "Python stacks (faulthandler)" in text
+
+
+def test_secrets_in_argv_and_env_are_redacted_in_stacks_and_summary(runs: Runs) -> None:
+    token = "hf_abcdefghijklmnopqrstuvwxyz012345"
+    key = "sk-live-0123456789abcdefghij"
+    record = runs.one(
+        _server(f"--api-key={key}", "child-deadlock=HF_TOKEN", env={"HF_TOKEN": token}),
+    )
+    assert record.hang is not None
+    files = _stack_files(runs, record.attempt)
+    assert len(files) == 2
+    everything = "".join(files.values()) + json.dumps(record.hang)
+    assert token not in everything and key not in everything
+    assert "--api-key=<redacted>" in everything and "--token=<redacted>" in everything
+
+
+def test_run_takes_stall_and_stacks_on_the_command_line_and_plan_shows_the_rule(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, {"command": fake_command("out=Loading", "deadlock"), "ready": NEVER, "timeout": "60s"})
+    plan = subprocess.run(diagbench_argv("plan", str(spec)), capture_output=True, text=True, check=True).stdout
+    assert "stall: off (server.stall or --stall D ends a silent, idle attempt early)" in plan
+    done = subprocess.run(
+        diagbench_argv("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--stall", "1s", "--stacks", "always"),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(next((tmp_path / "runs").glob("*/cells/*/result.json")).read_text())
+    assert result["stalled"] is True and result["hang"]["site"].endswith("fakeserver.py:load_weights")
+    jsonschema.validate(result, load_schema("result"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stall", "soon"], "diagbench: --stall soon: expected a duration like 45s, 2m or 1h (fix: --stall 60s)"),
+        (["--stacks", "sometimes"], "diagbench: --stacks sometimes: expected one of on-timeout, always, never"),
+    ],
+)
+def test_bad_hang_options_are_one_message(tmp_path: Path, args: list[str], message: str) -> None:
+    spec = write_spec(tmp_path, {"command": fake_command("hang"), "ready": NEVER})
+    done = subprocess.run(diagbench_argv("run", str(spec), *args), capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith(message) and "Traceback" not in done.stderr
+
+
+def test_a_misspelt_stacks_word_in_the_spec_names_its_place(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, {"command": fake_command("hang"), "ready": NEVER, "stacks": "alwyas"})
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    assert "server.stacks: expected one of on-timeout, always, never, faulthandler, got 'alwyas'" in str(caught.value)
+    assert "did you mean 'always'?" in str(caught.value)
+
+
+def test_a_hypothesis_can_name_the_hang_site(runs: Runs) -> None:
+    hypotheses = [
+        {
+            "id": "lock",
+            "when": {},
+            "supported_if": "ready",
+            "refuted_if": "timeout@threading.Lock.acquire in *:load_weights",
+        },
+        {"id": "nccl", "when": {}, "supported_if": "ready", "refuted_if": "timeout@nccl*"},
+    ]
+    spec = write_spec(runs.folder, _server("out=Loading", "deadlock"), hypotheses=hypotheses)
+    result = runs.run(spec)
+    verdicts = {v.id: v.verdict.value for v in result.verdicts}
+    assert verdicts == {"lock": "refuted", "nccl": "inconclusive"}
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    assert manifest["hypotheses"][0]["refuted_if"] == ["timeout@threading.Lock.acquire in *:load_weights"]
+    jsonschema.validate(yaml.safe_load(spec.read_text()), load_schema("spec"))
+
+
+def test_an_empty_hang_site_is_one_message(tmp_path: Path) -> None:
+    hypotheses = [{"id": "h", "when": {}, "supported_if": "ready", "refuted_if": "timeout@"}]
+    spec = write_spec(tmp_path, {"command": fake_command("hang"), "ready": NEVER}, hypotheses=hypotheses)
+    with pytest.raises(SpecError) as caught:
+        load_spec(spec)
+    assert "'timeout@' names no hang site" in str(caught.value)
