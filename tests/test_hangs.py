@@ -220,3 +220,33 @@ def test_an_empty_hang_site_is_one_message(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load_spec(spec)
     assert "'timeout@' names no hang site" in str(caught.value)
+
+
+def test_reports_and_diff_show_the_stall_and_the_site(tmp_path: Path) -> None:
+    lock = Runs(tmp_path / "a")
+    lock.folder.mkdir()
+    first = lock.run(write_spec(lock.folder, _server("out=Loading", "deadlock")), run_id="lock").run_dir.path
+    pipe = Runs(tmp_path / "b")
+    pipe.folder.mkdir()
+    second = pipe.run(write_spec(pipe.folder, _server("out=Loading", "pipe-read")), run_id="pipe").run_dir.path
+    words = "timeout (stalled 2s) at threading.Lock.acquire in fakeserver.py:load_weights"
+    md = subprocess.run(diagbench_argv("report", str(first), "--format", "md"), capture_output=True, text=True).stdout
+    assert words in md and "### Hung attempts" in md
+    assert "=>     lock_PyThread_acquire_lock (libpython" in md  # the frame that names the wait
+    assert "1 stalled attempt ended 5" in md and "s in all before the 60s timeout" in md
+    table = subprocess.run(diagbench_argv("report", str(first)), capture_output=True, text=True, env=_wide()).stdout
+    assert "timeout (stalled 2s) at threading.Lock.acquire" in table
+    html = subprocess.run(
+        diagbench_argv("report", str(first), "--format", "html"), capture_output=True, text=True
+    ).stdout
+    assert '<section id="hangs">' in html and "<details open>" in html
+    assert '<span class="hit">    lock_PyThread_acquire_lock (libpython' in html
+    diff = subprocess.run(diagbench_argv("diff", str(first), str(second)), capture_output=True, text=True).stdout
+    assert (
+        "cell only=x: hung at threading.Lock.acquire in fakeserver.py:load_weights "
+        "-> hung at os.read in fakeserver.py:pipe_read" in diff
+    )
+
+
+def _wide() -> dict[str, str]:
+    return {**os.environ, "COLUMNS": "250"}

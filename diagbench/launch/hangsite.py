@@ -81,6 +81,7 @@ def summarise(taken: Sequence[ProcessStacks], folder_name: str = "stacks") -> di
         "thread": f"{thread.name or '?'} ({thread.tid})",
         "frames": list(thread.frames[:TOP_FRAMES]),
         "site": site,
+        "waiting_frame": waiting_frame(thread.frames),
         "files": files,
         "notes": notes,
     }
@@ -88,7 +89,17 @@ def summarise(taken: Sequence[ProcessStacks], folder_name: str = "stacks") -> di
 
 def thread_site(frames: Sequence[str]) -> tuple[int, str | None]:
     """(rank, site) of one thread's frames, innermost first; rank UNKNOWN when nothing waits."""
-    rank, words = UNKNOWN, None
+    rank, site, _ = _walk(frames)
+    return rank, site
+
+
+def waiting_frame(frames: Sequence[str]) -> str | None:
+    """The frame whose words name the wait (a report marks it), or None."""
+    return _walk(frames)[2]
+
+
+def _walk(frames: Sequence[str]) -> tuple[int, str | None, str | None]:
+    rank, words, named = UNKNOWN, None, None
     for frame in frames:
         symbol = frame.removeprefix("wchan: ").split("+0x")[0].strip()
         parsed = _FRAME.match(frame)
@@ -96,12 +107,13 @@ def thread_site(frames: Sequence[str]) -> tuple[int, str | None]:
         base = file.rsplit("/", 1)[-1]
         known = _PYTHON_WAITS.get((func, base)) if file.endswith(".py") else _native(func)
         if known is not None and (words is None or base in _STDLIB):
-            rank, words = known  # an outer standard-library wait says more than the lock under it
+            rank, words, named = (*known, frame)  # an outer standard-library wait says more than the lock under it
             continue
         if parsed and parsed["line"] and file.endswith(".py") and base not in _STDLIB:
-            where = f"{file}:{func}"
-            return (rank, f"{words} in {where}") if words else (UNKNOWN, f"{func} ({file}:{parsed['line']})")
-    return rank, words or (frames[0] if frames else None)
+            if words:
+                return rank, f"{words} in {file}:{func}", named
+            return UNKNOWN, f"{func} ({file}:{parsed['line']})", frame
+    return rank, words or (frames[0] if frames else None), named or (frames[0] if frames else None)
 
 
 def _native(symbol: str) -> tuple[int, str] | None:
