@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -15,6 +17,7 @@ import yaml
 from conftest import Runs, diagbench_argv, fake_command, write_spec
 from diagbench.errors import SpecError
 from diagbench.launch import stacks
+from diagbench.launch.hangsite import thread_site
 from diagbench.schemas import load_schema
 from diagbench.spec.load import load_spec
 from diagbench.vocab import Outcome
@@ -250,3 +253,52 @@ def test_reports_and_diff_show_the_stall_and_the_site(tmp_path: Path) -> None:
 
 def _wide() -> dict[str, str]:
     return {**os.environ, "COLUMNS": "250"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "site"),
+    [("queue", "queue.Queue.get in *hang.py:wait_for_metadata"), ("join", "os.read")],
+)
+def test_the_refservers_capture_hangs_are_stalled_and_named_on_the_cpu(runs: Runs, mode: str, site: str) -> None:
+    """The very waits `--hang-in-capture` blocks on inside a capture (no torch needed)."""
+    command = [sys.executable, "-m", "diagbench.refserver.hang", mode]
+    record = runs.one({"command": command, "ready": NEVER, "timeout": "60s", "stall": f"{STALL_S}s"})
+    assert record.stalled and record.hang is not None
+    assert fnmatch.fnmatchcase(record.hang["site"], site), record.hang["site"]
+    files = _stack_files(runs, record.attempt)
+    if mode == "join":  # the helper is the site; the capture's wait on it is in the parent's stacks
+        assert len(files) == 2
+        parent = min(files)
+        assert record.hang["pid"] != parent
+        assert "wait (subprocess.py" in files[parent] and "wait_for_helper (" in files[parent]
+    else:
+        assert "_metadata_worker (" in files[record.hang["pid"]]  # the worker thread's stack too
+
+
+@pytest.mark.parametrize(
+    ("frames", "site"),
+    [
+        (  # a rank stuck in NCCL's init: the NCCL symbol, then the first frame of the program's own code
+            [
+                "0x7f12 (libc.so.6)",
+                "ncclCommInitRank (libnccl.so.2)",
+                "c10d::ProcessGroupNCCL::getNCCLComm (libtorch_cuda.so)",
+                "_new_process_group_helper (torch/distributed/distributed_c10d.py:1840)",
+                "init_process_group (torch/distributed/distributed_c10d.py:1500)",
+            ],
+            "ncclCommInitRank in torch/distributed/distributed_c10d.py:_new_process_group_helper",
+        ),
+        (
+            [
+                "cudaStreamSynchronize (libcudart.so.12)",
+                "THPStream_synchronize (libtorch_python.so)",
+                "CUDAGraph.capture_end (torch/cuda/graphs.py:90)",
+            ],
+            "cudaStreamSynchronize in torch/cuda/graphs.py:CUDAGraph.capture_end",
+        ),
+        (["wchan: pipe_read", "pipe_read+0x3c/0x400", "vfs_read+0x2a/0x300"], "read on a pipe (kernel: pipe_read)"),
+        (["time_sleep (libpython3.11.so.1.0)", "main (server.py:12)"], "time.sleep in server.py:main"),
+    ],
+)
+def test_the_site_is_the_innermost_frame_that_names_the_wait(frames: list[str], site: str) -> None:
+    assert thread_site(frames)[1] == site

@@ -105,7 +105,8 @@ def _walk(frames: Sequence[str]) -> tuple[int, str | None, str | None]:
         parsed = _FRAME.match(frame)
         func, file = (parsed["func"], parsed["file"]) if parsed else (symbol, "")
         base = file.rsplit("/", 1)[-1]
-        known = _PYTHON_WAITS.get((func, base)) if file.endswith(".py") else _native(func)
+        method = func.rsplit(".", 1)[-1]  # py-spy 0.4 writes `Queue.get`, faulthandler and older ones `get`
+        known = _PYTHON_WAITS.get((method, base)) if file.endswith(".py") else _native(func)
         if known is not None and (words is None or base in _STDLIB):
             rank, words, named = (*known, frame)  # an outer standard-library wait says more than the lock under it
             continue
