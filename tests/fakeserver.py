@@ -32,6 +32,7 @@ Each argument is one action, done in order:
   child-deadlock[=VAR] start a Python child that deadlocks (as `deadlock`), then sleep forever;
                        with VAR, the child's command line carries that variable's value
   --flag=VALUE         ignored (a server's own option, for the command line)
+  script=A;B;C         the actions A, B, C (one matrix value can carry a whole script)
   busy=S               burn CPU silently for S seconds (a compile that prints nothing)
   tick=S:N             N progress lines, S seconds apart (a slow starter)
 """
@@ -263,6 +264,8 @@ def main(actions: list[str]) -> None:
                 time.sleep(float(every))
         elif name.startswith("--"):
             pass
+        elif name == "script":
+            main(arg.split(";"))
         elif name == "replay":
             with open(arg, "rb") as handle:
                 while block := handle.read(4096):
