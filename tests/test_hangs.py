@@ -302,3 +302,21 @@ def test_the_refservers_capture_hangs_are_stalled_and_named_on_the_cpu(runs: Run
 )
 def test_the_site_is_the_innermost_frame_that_names_the_wait(frames: list[str], site: str) -> None:
     assert thread_site(frames)[1] == site
+
+
+def test_stacks_always_also_takes_a_failure_no_line_decided(runs: Runs) -> None:
+    """The server exits 1 with nothing to say; its worker is still there to be read."""
+    record = runs.one({"command": fake_command("child", "exit=1"), "ready": NEVER, "stacks": "always"})
+    assert record.outcome is Outcome.CRASHED and record.signature is None
+    assert record.hang is not None and record.hang["site"].startswith("time.sleep in fakeserver.py:sleep_forever")
+
+
+def test_isolate_takes_stall_and_says_a_bad_one(tmp_path: Path) -> None:
+    done = subprocess.run(
+        diagbench_argv("isolate", "--good", "true", "--bad", "false", "--stall", "later", "--dry-run"),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "diagbench: --stall later: expected a duration like 45s, 2m or 1h (fix: --stall 60s)"
