@@ -56,7 +56,8 @@ class HangCheck:
             return
         self.stalled_after_s = round(quiet, 3)
         where = f" in {watch.phase}" if watch.phase else ""
-        reason = f"stalled {quiet:.0f}s{where}: no new log line, no CPU or GPU work in the tree"
+        work = "CPU or GPU" if self.stall.gpu_indices else "CPU"  # GPUs count only where they were handed out
+        reason = f"stalled {quiet:.0f}s{where}: no new log line, no {work} work in the tree"
         watch.stop(Outcome.TIMEOUT, reason, now)
 
     def wants_stacks(self, decision: Decision) -> bool:
