@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ PYSPY_TIMEOUT_S = 10.0  # a dump of a big process takes about a second; a stuck 
 FAULTHANDLER_WAIT_S = 1.0  # how long a process gets to write its own stacks after SIGUSR2
 FAULTHANDLER_SIGNAL = signal.SIGUSR2
 KERNEL_STACK_LINES = 16
+PARALLEL_DUMPS = 8
 
 
 @dataclass(frozen=True)
@@ -58,13 +60,14 @@ def take_stacks(
     """Dump every process in `procs` to `folder/<pid>.txt`; return what was read."""
     folder.mkdir(parents=True, exist_ok=True)
     usage = gpu.process_usage()
-    taken = []
-    for proc in sorted(procs, key=lambda p: p.pid):
-        stacks = _one(proc, redactor, faulthandler_dir, usage)
-        if stacks is None:
-            continue
+    ordered = sorted(procs, key=lambda p: p.pid)
+    # one py-spy per process at once: a tensor-parallel tree of 8+ workers would otherwise
+    # hold its GPUs a second or two per process longer before teardown
+    with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
+        found = list(pool.map(lambda p: _one(p, redactor, faulthandler_dir, usage), ordered))
+    taken = [stacks for stacks in found if stacks is not None]
+    for stacks in taken:
         (folder / f"{stacks.pid}.txt").write_text(stacks.text, encoding="utf-8")
-        taken.append(stacks)
     return taken
 
 
