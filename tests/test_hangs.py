@@ -18,6 +18,7 @@ from conftest import Runs, diagbench_argv, fake_command, write_spec
 from diagbench.errors import SpecError
 from diagbench.launch import stacks
 from diagbench.launch.hangsite import thread_site
+from diagbench.launch.stall import StallWatch
 from diagbench.schemas import load_schema
 from diagbench.spec.load import load_spec
 from diagbench.vocab import Outcome
@@ -320,3 +321,25 @@ def test_isolate_takes_stall_and_says_a_bad_one(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip() == "diagbench: --stall later: expected a duration like 45s, 2m or 1h (fix: --stall 60s)"
+
+
+@pytest.mark.parametrize(
+    ("readings", "stalled"), [([(0, 100)] * 20, True), ([(i % 2 * 90, 100) for i in range(20)], False)]
+)
+def test_gpu_activity_counts_as_work_only_when_it_moves(readings: list[tuple[int, int]], stalled: bool) -> None:
+    """An idle host process whose GPU is flat (a kernel that never ends) stalls; one whose GPU
+    utilisation keeps moving does not. The GPU readings are given; the process is real."""
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(flush=True); time.sleep(30)"], stdout=subprocess.PIPE
+    )
+    try:
+        assert sleeper.stdout is not None
+        sleeper.stdout.readline()  # started: its start-up's CPU time is behind it
+        feed = iter(readings)
+        watch = StallWatch(sleeper.pid, 1.0, [0], 0.0, read_gpus=lambda _: [next(feed)])
+        quiet = [watch.quiet_for(t / 5, 0) for t in range(1, 8)]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert (quiet[-1] is not None) is stalled
+    assert all(q is None for q in quiet[:4])  # never before the window is over
