@@ -341,5 +341,6 @@ def test_gpu_activity_counts_as_work_only_when_it_moves(readings: list[tuple[int
     finally:
         sleeper.kill()
         sleeper.wait()
+        sleeper.stdout.close()
     assert (quiet[-1] is not None) is stalled
     assert all(q is None for q in quiet[:4])  # never before the window is over
