@@ -16,6 +16,7 @@ import yaml
 
 from conftest import Runs, diagbench_argv, fake_command, write_spec
 from diagbench.errors import SpecError
+from diagbench.launch import hang as hang_module
 from diagbench.launch import stacks
 from diagbench.launch.hangsite import thread_site
 from diagbench.launch.stall import StallWatch
@@ -344,3 +345,16 @@ def test_gpu_activity_counts_as_work_only_when_it_moves(readings: list[tuple[int
         sleeper.stdout.close()
     assert (quiet[-1] is not None) is stalled
     assert all(q is None for q in quiet[:4])  # never before the window is over
+
+
+def test_stacks_that_cannot_be_written_leave_the_outcome_and_a_note(
+    runs: Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(hang_module, "take_stacks", full_disk)
+    record = runs.one(_server("out=Loading", "deadlock"))
+    assert record.outcome is Outcome.TIMEOUT and record.stalled
+    assert record.hang is not None
+    assert record.hang["notes"] == ["stacks could not be written: [Errno 28] No space left on device"]

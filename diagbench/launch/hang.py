@@ -75,7 +75,12 @@ class HangCheck:
             return
         started = time.monotonic()
         fh_dir = self.folder / STACKS_FOLDER / "faulthandler" if self.server.faulthandler else None
-        taken = take_stacks(members(proc), self.folder / STACKS_FOLDER, redactor, fh_dir)
+        try:
+            taken = take_stacks(members(proc), self.folder / STACKS_FOLDER, redactor, fh_dir)
+        except OSError as exc:  # the disk, not the server: the attempt's outcome stands, its stacks are lost
+            why = redactor.log(f"stacks could not be written: {exc}")
+            self.hang = {"pid": proc.pid, "name": "?", "thread": None, "frames": [], "site": None, "notes": [why]}
+            return
         hang = summarise(taken, STACKS_FOLDER)
         if hang is not None:
             hang["taken_s"] = round(time.monotonic() - started, 3)
