@@ -8,9 +8,11 @@ gives its failures as figures.
 
 from __future__ import annotations
 
+import selectors
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -18,6 +20,31 @@ import httpx
 from diagbench.spec.ready import PriceLoad
 
 PRICE_VERSION = 1
+JOIN_S = 5.0  # a request in flight when the budget ran out
+
+
+def price_launch(
+    url: str, load: PriceLoad, cancel_fd: int, pipe: int | None, pump: Callable[[], bool]
+) -> dict[str, Any] | None:
+    """The load, sent from a thread while this one keeps the server's pipe drained (`pump`
+    reads what it wrote; False once the pipe is at its end): a server blocked on a full pipe
+    would stall its own answers. A byte on `cancel_fd` (Ctrl-C) stops the load."""
+    stop, figures = threading.Event(), dict[str, Any]()
+    sender = threading.Thread(target=lambda: figures.update(measure(url, load, stop)), daemon=True)
+    sender.start()
+    with selectors.DefaultSelector() as sel:
+        if pipe is not None:
+            sel.register(pipe, selectors.EVENT_READ, "out")
+        sel.register(cancel_fd, selectors.EVENT_READ, "cancel")
+        while sender.is_alive():
+            for key, _ in sel.select(0.05):  # the sender ends by itself: look at it now and then
+                if key.data == "cancel":
+                    stop.set()
+                    sel.unregister(cancel_fd)
+                elif not pump():
+                    sel.unregister(key.fd)
+    sender.join(JOIN_S)
+    return figures or None
 
 
 def measure(url: str, load: PriceLoad, stop: threading.Event) -> dict[str, Any]:
