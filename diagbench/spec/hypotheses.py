@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -10,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from diagbench.spec.matrix import Axis, Cell, parse_selector
-from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, Outcome, outcome_label
+from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, FailureClass, Outcome, outcome_label
 from diagbench.yamlsrc import Src, suggest
 
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
@@ -18,21 +19,35 @@ _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meanin
 
 @dataclass(frozen=True)
 class Condition:
-    """An outcome, optionally narrowed to a failure class: `failed:oom`."""
+    """An outcome, optionally narrowed to a failure class (`failed:oom`) and to where its
+    stacks say it hung (`timeout@nccl*`: a glob on result.json's `hang.site`)."""
 
     outcome: Outcome
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
+    hang_site: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if self.failure_class is not None:
+            object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
 
     def holds(self, record: Ended) -> bool:
         if record.outcome != self.outcome:
             return False
-        return self.failure_class is None or self.failure_class == record.failure_class
+        if self.failure_class is not None and self.failure_class != record.failure_class:
+            return False
+        return self.hang_site is None or fnmatch.fnmatchcase(_site(record), self.hang_site)
 
     def __str__(self) -> str:
-        return outcome_label(self.outcome, self.failure_class)
+        label = outcome_label(self.outcome, self.failure_class)
+        return f"{label}@{self.hang_site}" if self.hang_site is not None else label
+
+
+def _site(record: Ended) -> str:
+    """The record's hang site ("" when no stacks were taken: no glob but `*` matches it)."""
+    hang = getattr(record, "hang", None)  # records have it; a probe's result has none
+    site = hang.get("site") if isinstance(hang, Mapping) else None
+    return site if isinstance(site, str) else ""
 
 
 @dataclass(frozen=True)
@@ -86,10 +101,12 @@ class Expectation:
 
 
 def _condition_of(text: str) -> Condition:
-    outcome, _, cls = _string(text).partition(":")
-    if cls and cls not in FAILURE_CLASSES:
+    label, at, site = _string(text).partition("@")
+    outcome, _, cls = label.partition(":")
+    failure_class = FailureClass.of(cls) if cls else None
+    if cls and failure_class is None:
         raise ValueError(f"unknown failure class {cls!r}")
-    return Condition(Outcome(outcome), cls or None)
+    return Condition(Outcome(outcome), failure_class, site if at else None)
 
 
 def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -123,15 +140,18 @@ def parse_conditions(src: Src) -> tuple[Condition, ...]:
 
 
 def _condition(item: Src) -> Condition:
-    text = item.string("an outcome")
+    text, at, site = item.string("an outcome").partition("@")
+    if at and not site.strip():
+        raise item.error(f"'{text}@' names no hang site", f"e.g. {text}@nccl*, a glob on result.json's hang.site")
     outcome, _, cls = text.partition(":")
     if outcome not in CONDITION_OUTCOMES:
         raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
-    if cls and cls not in FAILURE_CLASSES:
+    failure_class = FailureClass.of(cls) if cls else None
+    if cls and failure_class is None:
         raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
     if cls and outcome != Outcome.FAILED.value:
         raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-    return Condition(Outcome(outcome), cls or None)
+    return Condition(Outcome(outcome), failure_class, site if at else None)
 
 
 def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:

@@ -16,7 +16,7 @@ from diagbench.execute.slurm.jobs import JobFile, Progress
 from diagbench.launch.attempt import PhaseCallback, run_attempt
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import load_spec
@@ -75,19 +75,6 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
         secrets = server_redactor(spec.server, [planned.cell.env], [planned.cell.args])
         return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
     except UserError as exc:
-        return _no_launch(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
+        return not_launched(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
     except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's  # noqa: BLE001
-        return _no_launch(job, Outcome.INTERNAL_ERROR, f"diagbench failed on the node: {type(exc).__name__}: {exc}")
-
-
-def _no_launch(job: JobFile, outcome: Outcome, reason: str) -> AttemptRecord:
-    return AttemptRecord(
-        cell_id=job.cell_id,
-        repeat=job.repeat,
-        attempt=job.attempt,
-        params=dict(job.params),
-        command=[],
-        env_changes={},
-        outcome=outcome,
-        reason=reason,
-    )
+        return not_launched(job, Outcome.INTERNAL_ERROR, f"diagbench failed on the node: {type(exc).__name__}: {exc}")
