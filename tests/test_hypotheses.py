@@ -6,7 +6,7 @@ from diagbench.judge.verdicts import check_expectations, judge
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.hypotheses import Condition, Expectation, Hypothesis
 from diagbench.spec.matrix import CellRow
-from diagbench.vocab import Evidence, Outcome
+from diagbench.vocab import Evidence, FailureClass, Outcome
 
 CELLS = [
     CellRow("kernel=stock,compile=on", {"kernel": "stock", "compile": "on"}),
@@ -18,7 +18,7 @@ ON = Hypothesis(
     claim="c",
     when={"compile": ("on",)},
     supported_if=(Condition(Outcome.READY),),
-    refuted_if=(Condition(Outcome.FAILED, "cuda_graph_capture"),),
+    refuted_if=(Condition(Outcome.FAILED, FailureClass.CUDA_GRAPH_CAPTURE),),
     meaning={"supported": "S", "refuted": "R", "inconclusive": "I"},
 )
 

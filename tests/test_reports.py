@@ -17,7 +17,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, load_run
 from diagbench.render.report import render_json, render_junit, render_markdown, render_table
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
-from diagbench.vocab import Evidence, Outcome
+from diagbench.vocab import Evidence, FailureClass, Outcome
 
 GOLDEN = Path(__file__).parent / "golden"
 HYPS = [
@@ -26,7 +26,7 @@ HYPS = [
         "My kernel breaks capture under torch.compile.",
         {"kernel": ("stock",), "compile": ("on",)},
         (Condition(Outcome.READY),),
-        (Condition(Outcome.FAILED, "cuda_graph_capture"),),
+        (Condition(Outcome.FAILED, FailureClass.CUDA_GRAPH_CAPTURE),),
         {"supported": "my kernel is the capture-blocker", "refuted": "the stack is at fault, not my kernel"},
     ),
     Hypothesis(
