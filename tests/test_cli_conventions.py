@@ -185,7 +185,7 @@ def rec(cell: str, outcome: str, attempt: str = "", failure_class: str | None = 
         params={},
         command=[],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         failure_class=failure_class,
     )
 

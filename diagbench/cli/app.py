@@ -88,7 +88,3 @@ def _root(
     ] = False,
 ) -> None:
     """diagbench: a matrix of launches, live log classification, pre-registered hypotheses."""
-
-
-def main() -> None:
-    app()

@@ -181,7 +181,7 @@ def classify(
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
     from diagbench.logs.classify import classify_file, classify_stream, context
-    from diagbench.logs.servers import server_name
+    from diagbench.logs.server_names import server_name
     from diagbench.logs.signatures import load_packs
     from diagbench.records.redact import Redactor, redact_classification
 

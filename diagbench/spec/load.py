@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from diagbench.errors import SpecError, UserError
-from diagbench.logs.servers import READY_ALSO, SERVERS, known_server
+from diagbench.logs.server_names import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
