@@ -40,13 +40,6 @@ class Format(str, Enum):
     html = "html"
 
 
-class Executor(str, Enum):
-    """--executor: where attempts run (the words of spec.executor.ExecutorKind)."""
-
-    local = "local"
-    slurm = "slurm"
-
-
 def guarded(action: Callable[[], T]) -> T:
     """Map diagbench's error tree onto exit codes: one message, no traceback for users."""
     try:
