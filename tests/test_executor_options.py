@@ -18,7 +18,7 @@ import pytest
 from conftest import fake_command, write_spec
 from diagbench.errors import SpecError, UserError
 from diagbench.execute.cancel import Cancel
-from diagbench.execute.choice import requested, executor_notes
+from diagbench.execute.choice import executor_notes, requested
 from diagbench.execute.events import QuietEvents
 from diagbench.execute.slots import queue_notes, queue_slots
 from diagbench.execute.slurm import follow

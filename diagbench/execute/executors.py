@@ -30,6 +30,10 @@ def register(plugin: ExecutorPlugin) -> None:
     _REGISTRY[plugin.kind] = plugin
 
 
+def unregister(kind: str) -> None:
+    _REGISTRY.pop(kind, None)
+
+
 def plugin_for(kind: str) -> ExecutorPlugin:
     try:
         return _REGISTRY[kind]

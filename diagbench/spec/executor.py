@@ -68,7 +68,7 @@ class ExecutorSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": self.resolved_kind.value,
+            "kind": str(self.resolved_kind),
             "partition": self.partition,
             "args": list(self.args),
             "time_s": self.time,
