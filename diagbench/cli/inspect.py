@@ -70,7 +70,7 @@ def plan(
         sys.stdout.write(plan_json(planned))
     else:
         out.print(visible(render_plan(planned)), markup=False, soft_wrap=True)
-    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
 

@@ -12,7 +12,7 @@ from diagbench.execute.slots import Slot, SlotPlan
 from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
 from diagbench.launch.gpulease import hold_gpus
-from diagbench.launch.tags import Tag, me, new_nonce
+from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
@@ -37,7 +37,7 @@ class LocalExecutor:
         self.baseline = gpu.memory_used_mib()
 
     def tag(self, item: PlannedAttempt) -> Tag:
-        return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve())
+        return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve(), current_scope())
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
         """Launch `item` on `slot` once no other diagbench of the host holds its GPUs; they

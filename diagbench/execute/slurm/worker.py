@@ -14,7 +14,7 @@ from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel, stop_on_signals
 from diagbench.execute.slurm.jobs import JobFile, Progress
 from diagbench.launch.attempt import PhaseCallback, run_attempt
-from diagbench.launch.tags import Tag, me, new_nonce
+from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
@@ -69,7 +69,8 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
             raise UserError(f"{job.spec_path} has no cell {job.cell_id}")
         planned = PlannedAttempt(cells[job.cell_id], job.repeat)
         scanner = Scanner(spec.server.signatures)
-        tag = Tag(new_nonce(), job.attempt, me(), folder.parent.parent.resolve())  # this worker owns the tree
+        run_dir = folder.parent.parent.resolve()
+        tag = Tag(new_nonce(), job.attempt, me(), run_dir, current_scope())  # this worker owns the tree
         record = run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
         secrets = server_redactor(spec.server, [planned.cell.env], [planned.cell.args])
         return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
