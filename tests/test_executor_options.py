@@ -20,12 +20,14 @@ from diagbench.errors import SpecError, UserError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import executor_notes, requested
 from diagbench.execute.events import QuietEvents
+from diagbench.execute.remote import follow
+from diagbench.execute.remote.files import JobFile, Progress
 from diagbench.execute.slots import queue_notes, queue_slots
-from diagbench.execute.slurm import follow
 from diagbench.execute.slurm.commands import JobState, limit_seconds, parse_queue, parse_sacct
 from diagbench.execute.slurm.executor import Turnstile
-from diagbench.execute.slurm.jobs import JobFile, Progress, SlurmSettings, job_script, walltime
+from diagbench.execute.slurm.jobs import SlurmSettings, job_script, walltime
 from diagbench.execute.slurm.probe import probe_options
+from diagbench.execute.slurm.queue import SlurmQueue
 from diagbench.launch.process import sweep_tagged
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
 from diagbench.spec.load import load_spec
@@ -374,7 +376,8 @@ def test_a_time_limit_without_a_record_is_a_timeout_only_if_the_worker_started(
     cancel = Cancel()
     try:
         board: Any = EndedBoard(ended)  # answers state() as a JobBoard does
-        watch = follow.Follow(item, "31", folder, board, 3.0, cancel, QuietEvents(), lambda _: None, 600.0)
+        queue = SlurmQueue(board)
+        watch = follow.Follow(item, "31", folder, queue, 3.0, cancel, QuietEvents(), lambda _: None, 600.0)
         record = watch.until_record()
     finally:
         cancel.close()
