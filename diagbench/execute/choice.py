@@ -3,24 +3,21 @@ spec's `executor:`, over the default (this host). Slurm is checked before anythi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from diagbench.errors import RecordError, UserError
 from diagbench.execute.executors import owner_of, plugin_for
-from diagbench.execute.plugin import ExecutorPlugin, Settled
-from diagbench.execute.scheduler import Executor, Gate
+from diagbench.execute.plugin import Build, ExecutorPlugin, Settled
+from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import SlotPlan
-from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor
-from diagbench.records.store import RunDir, read_manifest
+from diagbench.records.store import read_manifest
 from diagbench.sensitive import REDACTED
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
-from diagbench.spec.plan import PlannedAttempt
 
 
 @dataclass(frozen=True)
@@ -50,16 +47,8 @@ class Placement:
     ) -> SlotPlan:
         return self.plugin.slots(spec, given, gpus, parallel, attempts)
 
-    def executor(
-        self,
-        spec: Spec,
-        run_dir: RunDir,
-        slots: SlotPlan,
-        gate: Gate | None,
-        done: Sequence[AttemptRecord],
-        todo: Sequence[PlannedAttempt],
-    ) -> Executor:
-        return self.plugin.build(spec, self.settled, run_dir, slots, gate, done, todo)
+    def executor(self, run: Build) -> Executor:
+        return self.plugin.build(replace(run, settled=self.settled))
 
 
 def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:

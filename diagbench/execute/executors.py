@@ -7,20 +7,16 @@ a new kind (Kubernetes Jobs, Ray) is one plugin registered here, see docs/execut
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from diagbench.errors import UserError
-from diagbench.execute.plugin import ExecutorOption, ExecutorPlugin, Settled
-from diagbench.execute.scheduler import Executor, Gate
+from diagbench.execute.plugin import Build, ExecutorOption, ExecutorPlugin, Settled
+from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.execute.slurm.plugin import SlurmPlugin
-from diagbench.records.record import AttemptRecord
-from diagbench.records.store import RunDir
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
-from diagbench.spec.plan import PlannedAttempt
 
 _REGISTRY: dict[str, ExecutorPlugin] = {}
 
@@ -77,19 +73,10 @@ class LocalPlugin:
     ) -> SlotPlan:
         return given or resolve_slots(spec, gpus, parallel)
 
-    def build(
-        self,
-        spec: Spec,
-        settled: Settled,
-        run_dir: RunDir,
-        slots: SlotPlan,
-        gate: Gate | None,
-        done: Sequence[AttemptRecord],
-        todo: Sequence[PlannedAttempt],
-    ) -> Executor:
+    def build(self, run: Build) -> Executor:
         from diagbench.execute.local import LocalExecutor
 
-        return LocalExecutor(spec.server, run_dir, slots)
+        return LocalExecutor(run.spec.server, run.run_dir, run.slots)
 
 
 register(LocalPlugin())

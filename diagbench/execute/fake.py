@@ -7,15 +7,15 @@ Not registered by default: `register(FakePlugin(logs))` makes `kind: fake` avail
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.plugin import ExecutorOption, Settled
-from diagbench.execute.scheduler import Executor, Gate
+from diagbench.execute.plugin import Build, ExecutorOption, Settled
+from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import Slot, SlotPlan, plain_slots
 from diagbench.launch.gpu import GpuOffer
 from diagbench.logs.classify import classify_file
@@ -107,14 +107,5 @@ class FakePlugin:
         count = parallel or max(1, attempts)
         return SlotPlan(tuple(plain_slots(count)), 0, GpuOffer((), "in-process: no GPU"), ())
 
-    def build(
-        self,
-        spec: Spec,
-        settled: Settled,
-        run_dir: RunDir,
-        slots: SlotPlan,
-        gate: Gate | None,
-        done: Sequence[AttemptRecord],
-        todo: Sequence[PlannedAttempt],
-    ) -> Executor:
-        return FakeExecutor(spec.server, run_dir, self.logs, self.seconds)
+    def build(self, run: Build) -> Executor:
+        return FakeExecutor(run.spec.server, run.run_dir, self.logs, self.seconds)

@@ -30,6 +30,20 @@ class ExecutorOption:
 
 
 @dataclass(frozen=True)
+class Build:
+    """What a plugin builds its Executor for: the run, its slots, the gate that may stop an
+    attempt that can no longer matter, and the attempts already recorded and to run, in order."""
+
+    spec: Spec
+    run_dir: RunDir
+    slots: SlotPlan
+    gate: Gate | None = None
+    done: Sequence[AttemptRecord] = ()
+    todo: Sequence[PlannedAttempt] = ()
+    settled: Settled = field(default_factory=lambda: Settled())  # the plugin's own, from its check
+
+
+@dataclass(frozen=True)
 class Settled:
     """A kind's checked settings for one run: its own (opaque to everyone else) and what the
     manifest records of it beyond the spec's settings (secrets blanked by the plugin)."""
@@ -62,15 +76,6 @@ class ExecutorPlugin(Protocol):
         """How many attempts run at once, and with which of this host's GPUs."""
         ...
 
-    def build(
-        self,
-        spec: Spec,
-        settled: Settled,
-        run_dir: RunDir,
-        slots: SlotPlan,
-        gate: Gate | None,
-        done: Sequence[AttemptRecord],
-        todo: Sequence[PlannedAttempt],
-    ) -> Executor:
+    def build(self, run: Build) -> Executor:
         """The Executor that runs this run's attempts."""
         ...

@@ -15,6 +15,7 @@ from typing import Protocol
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
+from diagbench.execute.plugin import Build
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.problem import Problem
@@ -181,7 +182,7 @@ class Prober:
         placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
         self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
         self.cancel = cancel
-        self.executor = placement.executor(problem.spec, run_dir, slots, None, (), ())
+        self.executor = placement.executor(Build(problem.spec, run_dir, slots))
         self.slots = list(slots.slots)
         self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
         self.target: Target | None = None

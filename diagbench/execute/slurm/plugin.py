@@ -3,20 +3,16 @@ one batch job per attempt (execute/slurm/executor.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from diagbench.errors import UserError
-from diagbench.execute.plugin import ExecutorOption, Settled
-from diagbench.execute.scheduler import Executor, Gate
+from diagbench.execute.plugin import Build, ExecutorOption, Settled
+from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import SlotPlan, queue_slots
-from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor
-from diagbench.records.store import RunDir
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
-from diagbench.spec.plan import PlannedAttempt
 from diagbench.yamlsrc import write_duration
 
 
@@ -66,16 +62,7 @@ class SlurmPlugin:
         jobs in the queue (or a fixed port, one)."""
         return queue_slots(spec.server, parallel, attempts)
 
-    def build(
-        self,
-        spec: Spec,
-        settled: Settled,
-        run_dir: RunDir,
-        slots: SlotPlan,
-        gate: Gate | None,
-        done: Sequence[AttemptRecord],
-        todo: Sequence[PlannedAttempt],
-    ) -> Executor:
+    def build(self, run: Build) -> Executor:
         from diagbench.execute.slurm.executor import SlurmExecutor
 
-        return SlurmExecutor(spec, settled.settings, run_dir, gate, done, todo)
+        return SlurmExecutor(run.spec, run.settled.settings, run.run_dir, run.gate, run.done, run.todo)
