@@ -16,7 +16,7 @@ import pytest
 
 from conftest import Runs, fake_command, slurm_is_up, write_spec
 from diagbench.execute.cancel import Cancel
-from diagbench.execute.executors import kinds, plugin_for, register, unregister
+from diagbench.execute.executors import kinds, on_this_host, plugin_for, register, unregister
 from diagbench.execute.fake import FAKE, FakePlugin
 from diagbench.execute.pipeline import RunOptions, execute
 from diagbench.records.record import AttemptRecord
@@ -135,3 +135,10 @@ def test_the_fake_executor_is_real_enough_to_be_wrong(tmp_path: Path, runs: Runs
     assert {r.label for r in result.records} == {"ready"} != set(EXPECTED.values())
     records: dict[str, Any] = {r.attempt: r for r in result.records}
     assert len(records) == len(CASES)
+
+
+def test_only_a_kind_that_runs_here_leaves_attempts_that_die_with_their_diagbench() -> None:
+    """What a dead diagbench left unrecorded, and the GPUs a resumed run takes back, are this
+    host's only for a kind whose attempts run here (an older run without a kind ran here)."""
+    assert on_this_host(None) and on_this_host("local") and on_this_host(FAKE)
+    assert not on_this_host("slurm") and not on_this_host("a-kind-registered-nowhere")

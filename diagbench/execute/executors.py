@@ -37,6 +37,13 @@ def plugin_for(kind: str) -> ExecutorPlugin:
         raise UserError(f"unknown executor '{kind}' (choose one of: {', '.join(_REGISTRY)})") from None
 
 
+def on_this_host(kind: str | None) -> bool:
+    """Whether a run of this kind (None: from before kinds were recorded, local) ran on this
+    host; a kind not registered here is taken to have run elsewhere."""
+    plugin = _REGISTRY.get(kind or ExecutorKind.LOCAL.value)
+    return plugin is not None and plugin.on_this_host
+
+
 def kinds() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
@@ -57,6 +64,7 @@ class LocalPlugin:
     """Attempts as process trees on this host (execute/local.py)."""
 
     kind: str = ExecutorKind.LOCAL.value
+    on_this_host: bool = True
     keys: tuple[str, ...] = ()
     options: tuple[ExecutorOption, ...] = ()
 

@@ -90,6 +90,7 @@ class FakePlugin:
     logs: Logs
     seconds: float = 0.0
     kind: str = FAKE
+    on_this_host: bool = True
     keys: tuple[str, ...] = ()
     options: tuple[ExecutorOption, ...] = field(default=())
 

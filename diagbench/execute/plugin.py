@@ -57,6 +57,7 @@ class ExecutorPlugin(Protocol):
     written; a mistake there is a UserError naming the option or key and a fix."""
 
     kind: str
+    on_this_host: bool  # its attempts are this host's process trees (they die with their diagbench)
     keys: tuple[str, ...]  # its keys under the spec's `executor:` (besides `kind`)
     options: tuple[ExecutorOption, ...]  # its command-line options, each over one of those keys
 

@@ -20,6 +20,7 @@ class SlurmPlugin:
     """Attempts as Slurm batch jobs, checked first by a probe job that must see the run directory."""
 
     kind: str = ExecutorKind.SLURM.value
+    on_this_host: bool = False
     keys: tuple[str, ...] = ("partition", "args", "time", "setup", "python")
     options: tuple[ExecutorOption, ...] = (
         ExecutorOption("--slurm-partition", "partition", "P", "sbatch --partition for every attempt"),
