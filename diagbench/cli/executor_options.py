@@ -26,7 +26,7 @@ def _name(flag: str) -> str:
 def _parameters() -> list[inspect.Parameter]:
     kind = inspect.Parameter(
         "executor",
-        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
         default=None,
         annotation=Annotated[
             Executor | None,
@@ -36,7 +36,7 @@ def _parameters() -> list[inspect.Parameter]:
     own = [
         inspect.Parameter(
             _name(o.flag),
-            inspect.Parameter.KEYWORD_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
             default=None,
             annotation=Annotated[
                 list[str] | None if o.many else str | None,
@@ -51,9 +51,14 @@ def _parameters() -> list[inspect.Parameter]:
 def with_executor_options(command: Callable[..., None]) -> Callable[..., None]:
     """`command` with `--executor` and each plugin's options in place of its `where` parameter."""
     signature = inspect.signature(command)
-    kept = [p for p in signature.parameters.values() if p.name != "where"]
-    kept = [p.replace(annotation=_evaluated(p.annotation, command)) for p in kept]
-    added = _parameters()
+    names = list(signature.parameters)
+    at = names.index("where")  # the options take its place, in --help too
+    kept = [
+        p.replace(annotation=_evaluated(p.annotation, command))
+        for p in signature.parameters.values()
+        if p.name != "where"
+    ]
+    shown = [*kept[:at], *_parameters(), *kept[at:]]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -62,8 +67,8 @@ def with_executor_options(command: Callable[..., None]) -> Callable[..., None]:
         where = guarded(lambda: command_line_settings(kind.value if kind else None, values))
         command(*args, **kwargs, where=where)
 
-    wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in [*kept, *added]}
+    wrapper.__signature__ = signature.replace(parameters=shown)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in shown}
     return wrapper
 
 
