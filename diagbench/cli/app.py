@@ -41,13 +41,6 @@ class Format(str, Enum):
     issue = "issue"  # report only: the Markdown a maintainer asks for
 
 
-class Executor(str, Enum):
-    """--executor: where attempts run (the words of spec.executor.ExecutorKind)."""
-
-    local = "local"
-    slurm = "slurm"
-
-
 def guarded(action: Callable[[], T]) -> T:
     """Map diagbench's error tree onto exit codes: one message, no traceback for users."""
     try:

@@ -39,12 +39,8 @@ class PlannedEntry:
     args: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat}
-        if self.params is not None:
-            data["params"] = dict(self.params)
-        if self.args is not None:
-            data["args"] = list(self.args)
-        return data
+        given = _present(params=self.params and dict(self.params), args=_plain(self.args))
+        return {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat, **given}
 
     @classmethod
     def from_json(cls, data: Any) -> PlannedEntry:
@@ -74,12 +70,8 @@ class CellEntry:
         return CellRow(self.cell_id, self.params)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"cell_id": self.cell_id, "params": dict(self.params)}
-        if self.args is not None:
-            data["args"] = list(self.args)
-        if self.env is not None:
-            data["env"] = dict(self.env)
-        return data
+        given = _present(args=_plain(self.args), env=None if self.env is None else dict(self.env))
+        return {"cell_id": self.cell_id, "params": dict(self.params), **given}
 
     @classmethod
     def from_json(cls, data: Any) -> CellEntry:
