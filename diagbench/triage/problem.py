@@ -15,7 +15,7 @@ from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, shown_command
 from diagbench.isolate.pasted import split_command
 from diagbench.isolate.problem import ServerRules, server_spec
-from diagbench.logs.servers import SERVERS, known_server
+from diagbench.logs.server_names import SERVERS, known_server
 from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.ready import ReadyRequest
 from diagbench.triage.apply import Launch

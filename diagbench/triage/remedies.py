@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from diagbench.logs.servers import SERVERS
+from diagbench.logs.server_names import SERVERS
 from diagbench.spec.ready import ReadyRequest, parse_request
 from diagbench.vocab import FAILURE_CLASSES, OUTCOMES
 from diagbench.yamlsrc import Src, load_document, suggest
@@ -245,7 +245,7 @@ def _number(src: Src) -> float:
 def select_remedies(server: str | None, word: str | None, extra: Sequence[Path] = ()) -> list[Remedy]:
     """`diagbench remedies [--server S] [--class C]`: the remedies that match, in file order."""
     from diagbench.errors import UserError
-    from diagbench.logs.servers import known_server
+    from diagbench.logs.server_names import known_server
 
     name = server if server in REMEDY_SERVERS else (known_server(server) if server else None)
     if server and name is None:
