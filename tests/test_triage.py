@@ -40,8 +40,8 @@ def assert_none_left(run_dir: Path) -> None:
 def assert_schemas_hold(run_dir: Path) -> None:
     for name, path in (("triage", "triage.json"), ("manifest", "manifest.json"), ("verdicts", "verdicts.json")):
         jsonschema.validate(json.loads((run_dir / path).read_text()), load_schema(name))
-    for path in run_dir.glob("cells/*/result.json"):
-        jsonschema.validate(json.loads(path.read_text()), load_schema("result"))
+    for result in run_dir.glob("cells/*/result.json"):
+        jsonschema.validate(json.loads(result.read_text()), load_schema("result"))
 
 
 class Recorder:
