@@ -75,6 +75,9 @@ def isolate(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="list the factors and both commands; launch nothing")
     ] = False,
+    stall: Annotated[
+        str | None, typer.Option(metavar="D", help="end a launch with no log line and no CPU/GPU work for D (45s)")
+    ] = None,
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
@@ -85,7 +88,7 @@ def isolate(
 
     given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": ready, "--http": http}
     given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
-    rules = guarded(lambda: server_rules(ready, http, signatures, timeout, grace, fresh_caches))
+    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     envs = (good_env or [], bad_env or [])
     if between is not None:
         problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
@@ -93,6 +96,7 @@ def isolate(
         problem = guarded(lambda: _packages(spec, good, bad, envs, (good_deps, bad_deps), rules, as_json))
     else:
         problem = guarded(lambda: _problem(spec, good, _needed(bad), envs, rules, [n for n, v in given.items() if v]))
+    problem = guarded(lambda: _with_stall(problem, stall))
     commands = {side: _command(problem, side) for side in ("good", "bad")}
     if dry_run:
         out.print(render_factors(problem.space.factors, commands, problem.space.notes))
@@ -211,7 +215,7 @@ def _build_report(as_json: bool) -> Callable[[str, Built], None]:
     return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False, soft_wrap=True)
 
 
-def server_rules(
+def _rules(
     ready: str | None, http: str | None, signatures: str | None, timeout: str | None, grace: str | None, fresh: bool
 ) -> ServerRules:
     from diagbench.isolate.problem import ServerRules
@@ -244,6 +248,12 @@ def _problem(
         why = f"the spec's executor: {loaded.executor.resolved_kind} applies to diagbench run"
         err.print(f"diagbench: note: isolate launches on this host ({why})", markup=False)
     return from_spec(loaded, good, bad, rules.timeout, rules.grace)
+
+
+def _with_stall(problem: Problem, stall: str | None) -> Problem:
+    from diagbench.spec.hangopts import with_hang_options
+
+    return dataclasses.replace(problem, spec=with_hang_options(problem.spec, stall, None))
 
 
 def _duration(name: str, value: str | None) -> float | None:

@@ -78,7 +78,7 @@ def _spec(
     timeout: str | None,
     grace: str | None,
 ) -> Spec:
-    from diagbench.cli.isolate import server_rules
+    from diagbench.cli.isolate import _rules
     from diagbench.isolate.probe import command_spec
     from diagbench.spec.load import load_spec
 
@@ -90,7 +90,7 @@ def _spec(
         return load_spec(Path(given))
     if only:
         raise UserError(f"--only: {given} is not a spec file (a command line launches as written)")
-    rules = server_rules(ready, http, signatures, timeout, grace, fresh=False)
+    rules = _rules(ready, http, signatures, timeout, grace, fresh=False)
     return command_spec(given, env, rules, Path.cwd())
 
 

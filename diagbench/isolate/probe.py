@@ -18,7 +18,7 @@ from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.pipeline import RunOptions, RunResult, execute
 from diagbench.isolate.pasted import split_command
-from diagbench.isolate.problem import ServerRules, server_of
+from diagbench.isolate.problem import ServerRules, server_spec
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell, parse_only, select_cells
@@ -87,7 +87,7 @@ def command_spec(command: str, env: list[str], rules: ServerRules, cwd: Path) ->
     words, variables = split_command(command, env, "probe")
     if not words:
         raise UserError("probe: the command is empty (give a spec, or a command line such as 'python serve.py')")
-    server = server_of(rules, cwd)
+    server = server_spec(rules, cwd)
     text = yaml.safe_dump({"probe": {"command": command, "env": env, "ready": rules.ready}}, sort_keys=False)
     cell = Cell(1, "probe", {}, tuple(words), dict(variables))
     return Spec(

@@ -73,7 +73,7 @@ def from_commands(
 def command_problem(space: Space, rules: ServerRules, cwd: Path, extra: dict[str, object]) -> Problem:
     """An isolation between two command lines (and, for packages, two environments: `extra` says which)."""
     _need_factors(space)
-    server = server_of(rules, cwd)
+    server = _server(rules, cwd)
     if server.ready_http is not None and server.ready_http.startswith("/") and not _has_port(_command_space(space)):
         raise UserError("--http asks 127.0.0.1:{port}: put {port} where each command takes its port")
     request = {
@@ -135,8 +135,12 @@ def _has_port(space: CommandSpace | None) -> bool:
     return all(any("{port}" in w for w in (*line.words, *line.env.values()) if w) for line in lines)
 
 
-def server_of(rules: ServerRules, cwd: Path) -> ServerSpec:
-    """The server section of the command-line forms: ready condition, packs, timeout, grace."""
+def server_spec(rules: ServerRules, cwd: Path) -> ServerSpec:
+    """The server rules of a pasted command line (each launch's whole argv is its cell's)."""
+    return _server(rules, cwd)
+
+
+def _server(rules: ServerRules, cwd: Path) -> ServerSpec:
     packs = rules.signatures or tuple(builtin_packs())
     try:
         signatures = load_packs(list(packs), cwd)
