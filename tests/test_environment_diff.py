@@ -106,3 +106,14 @@ def test_diff_leads_with_the_packages_that_changed_underneath(tmp_path: Path) ->
     torch = {"kind": "package", "name": "torch", "before": "2.10.0", "after": "2.11.0"}
     assert torch in data["environment"]["changes"]
     assert data["phases"][0]["phase"] == "start-up"
+
+
+def test_the_issue_report_shows_the_server_environment_in_words_and_its_packages(tmp_path: Path) -> None:
+    python = server_venv(tmp_path / "v", {"flashinfer": "0.2.6", "six": "1.16.0"})
+    spec = write_spec(tmp_path, {"command": [str(python), str(FAKE), "err=Segmentation fault", "exit=139"]})
+    argv = [sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--run-id", "r"]
+    assert subprocess.run(argv, capture_output=True, timeout=120).returncode == 0  # no expect: a failure is data
+    argv = [sys.executable, "-m", "diagbench", "report", str(tmp_path / "runs/r"), "--format", "issue"]
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    assert f"- server interpreter: {python} (Python {sys.version.split()[0]}, 2 dists)" in text
+    assert "```text\nflashinfer==0.2.6\nsix==1.16.0\n```" in text
