@@ -30,7 +30,7 @@ def server_venv(folder: Path, packages: dict[str, str]) -> Path:
 
 def env_of(packages: dict[str, str], driver: str = "580.1", **variables: str) -> dict[str, object]:
     dists = [{"name": n, "version": v, "origin": {"kind": "index"}} for n, v in packages.items()]
-    python = {"interpreter": "/v/bin/python", "python": "3.12.1", "distributions": dists}
+    python: dict[str, object] = {"interpreter": "/v/bin/python", "python": "3.12.1", "distributions": dists}
     python["torch"] = {"torch": packages.get("torch"), "cuda_runtime": "12.8", "nccl": "2.27.3"}
     return {"python": python, "gpus": [{"name": "H200", "driver": driver}], "variables": variables}
 

@@ -63,7 +63,9 @@ def test_a_built_manifest_matches_the_schema_and_reads_back_equal(tmp_path: Path
 def test_the_environment_is_kept_as_given_when_there_is_one(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     dists = [{"name": "x", "version": "1.0", "origin": {"kind": "index"}}]
-    environment = {"python": {"interpreter": "/v/bin/python", "python": "3.12.1", "distributions": dists}}
+    environment: dict[str, Any] = {
+        "python": {"interpreter": "/v/bin/python", "python": "3.12.1", "distributions": dists}
+    }
     environment |= {"gpus": None, "variables": {"NCCL_DEBUG": "INFO"}}  # the server's (launch/environment.py)
     built = replace(build_manifest(spec, [], "r1", RunSettings(), {}), environment=environment)
     data = built.to_json()
