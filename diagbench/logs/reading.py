@@ -1,0 +1,111 @@
+"""The last word on a finished log: the watch's decision, read again with the root cause.
+
+- A failure a pack named stays primary; the root cause under it becomes its secondary class
+  (capture failed *because of* an OOM). A generic wrapper (class `other`) takes the root's
+  class: "Engine core initialization failed" over an `ImportError` is an import error.
+- An undecided log that ends in an error is failed with the error's class.
+- The last state wins: a log that reached its ready line or its serving phase and then
+  died (a native crash, a killed process, a GPU error outside a request) is failed, with
+  `phase: serving` and its ready line kept; handled tracebacks, request errors and a clean
+  shutdown after it leave it ready.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from diagbench.logs.lines import count_endings, split_lines
+from diagbench.logs.rootcause import Cause, read, root_of
+from diagbench.vocab import Evidence
+
+WHOLE = 8 << 20  # a log this small is read whole; a larger one's last TAIL bytes
+TAIL = 4 << 20
+CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
+SERVING = "serving"
+# after a ready line, only these end a server: a process killed or crashed, a native runtime's
+# fatal report, a GPU fault (a request's Python exception is handled by the server)
+FATAL_KINDS = ("signal", "shell", "kernel", "C++", "Rust panic", "Go panic", "Go fatal error", "glog fatal")
+FATAL_CLASSES = ("killed", "segfault", "illegal_memory_access", "nccl")
+_HANDLED = ("Exception in ASGI application", "Error in request", "Exception on /", "Traceback in request")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What classify says about a finished log."""
+
+    outcome: str  # ready | failed | unknown
+    failure_class: str | None
+    secondary_classes: tuple[str, ...]
+    evidence: Evidence | None
+    phase: str | None
+    cause: Cause | None = None
+    ready: Evidence | None = None  # the ready line of a server that came up, then died
+
+
+def causes_of(path: Path, total_lines: int) -> list[Cause]:
+    """Every error in the log at `path` (its last TAIL bytes when it is large)."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > WHOLE:
+            handle.seek(size - TAIL)
+            handle.readline()  # start at a whole line
+        data = handle.read()
+    first = 1 if size <= WHOLE else total_lines - count_endings(data, 0, len(data)) + 1
+    return read([raw.decode("utf-8", errors="replace") for raw in split_lines(data)], first)
+
+
+def refine(reading: Reading, causes: list[Cause], lines: list[str] | None = None) -> Reading:
+    """The reading with its root cause, and the last state of the log."""
+    if reading.outcome == "failed" and reading.evidence is not None:
+        return _failed(reading, causes)
+    if reading.outcome == "ready" and reading.evidence is not None:
+        return _after_ready(reading, causes)
+    root = root_of(causes)
+    if root is None:
+        return reading
+    last = causes[-1]
+    return replace(
+        reading,
+        outcome="failed",
+        failure_class=root.failure_class,
+        evidence=Evidence(last.line_no, last.text()),
+        cause=root,
+    )
+
+
+def _failed(reading: Reading, causes: list[Cause]) -> Reading:
+    assert reading.evidence is not None
+    root = root_of(causes, end=reading.evidence.line_no + CAUSE_BELOW)
+    if root is None:
+        return reading
+    primary, secondary = reading.failure_class, list(reading.secondary_classes)
+    if primary in (None, "other") and root.failure_class != "other":
+        primary = root.failure_class
+        secondary = [c for c in secondary if c != primary]
+    elif root.failure_class not in ("other", primary) and root.failure_class not in secondary:
+        secondary.insert(0, root.failure_class)
+    return replace(reading, failure_class=primary, secondary_classes=tuple(secondary), cause=root)
+
+
+def _after_ready(reading: Reading, causes: list[Cause]) -> Reading:
+    assert reading.evidence is not None
+    ready_at = reading.evidence.line_no
+    fatal = [c for c in causes if c.line_no > ready_at and _fatal(c)]
+    if not fatal:
+        return reading
+    died = fatal[0]
+    return Reading(
+        "failed",
+        died.failure_class,
+        (),
+        Evidence(died.line_no, died.text()),
+        SERVING,
+        cause=died,
+        ready=reading.evidence,
+    )
+
+
+def _fatal(cause: Cause) -> bool:
+    return cause.type in FATAL_KINDS or cause.failure_class in FATAL_CLASSES

@@ -1,0 +1,226 @@
+"""The root-cause reader: every error a log reports, whatever server wrote it.
+
+Python tracebacks are found through the prefixes processes put before their lines (ranks,
+Ray's and vLLM's `(Name pid=N)`, timestamps, docker compose, glog, `> ` quotes; see
+`signatures.PREFIX`), and followed along their chain ("The above exception was the direct
+cause of the following exception", "During handling of the above exception, another
+exception occurred") to the root exception: its type and message. A traceback whose excerpt
+starts in its middle still ends in its exception line, after an indented frame line.
+Native reports are read too: C++ (`terminate called after throwing an instance of`,
+`what():`), Rust (`panicked at`), Go (`panic:`, `fatal error:`), glog's fatal lines, and the
+shell's, the kernel's and Python's reports of a killed or crashed process.
+
+Each error is given its class by causes.py's one table. This reads a finished log once
+(offline, or once at the end of a live attempt): never on the live per-line path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from diagbench.logs.causes import class_of, class_of_frame
+from diagbench.logs.signatures import PREFIX
+
+_PREFIX = re.compile(
+    "^(?:" + PREFIX + r"|\d{4}-\d\d-\d\d[ T][\d:.,]+\s*(?:[|-]\s*)?(?:[A-Z]+\s*(?:[|:-]\s*)?)?"
+    r"|\[\s*[\w.:/ -]{1,40}\]\s*)*"
+)
+_JUNK = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|#033\[[0-9;]*[A-Za-z]")
+_HEADER = re.compile(r"Traceback \(most recent call last\):\s*$")
+_CHAIN = re.compile(
+    r"(?:The above exception was the direct cause of the following exception"
+    r"|During handling of the above exception, another exception occurred):?\s*$"
+)
+_EXC_LINE = re.compile(
+    r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Failure|Warning|Fault)|[A-Za-z_]\w*(?:\.\w+)+)(?::\s*(.*)|\s*)$"
+)
+_FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
+# native reports: (regex, kind); the message is the regex's group 1 (or the whole line)
+_NATIVE = tuple(
+    (re.compile(p), kind)
+    for p, kind in (
+        (r"terminate called after throwing an instance of '([^']+)'", "C++"),
+        (r"^\s*what\(\):\s*(.+)", "C++ what()"),
+        (r"thread '[^']*' panicked at (.+)", "Rust panic"),
+        (r"^panic: (.+)", "Go panic"),
+        (r"^fatal error: (.+)", "Go fatal error"),
+        (r"^F\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.+)", "glog fatal"),
+        (r"^(Fatal Python error: .+)", "Fatal Python error"),
+        (r"((?:Segmentation fault|Bus error|Aborted|Killed)(?: \(core dumped\))?)\s*(?:\S.*)?$", "shell"),
+        (
+            r"(\*\*\* SIGSEGV received.*|(?:Caught|Received|got) signal.*SIG\w+.*"
+            r"|.*(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b.*"
+            r"|.*Signal (?:9|11) \(SIG\w+\).*|.*signal(?: number)? (?:9|11)\b.*|.*<Signals\.SIG(?:KILL|SEGV): \d+>.*)",
+            "signal",
+        ),
+        (r"^(Out of memory: Killed process .+|.*invoked oom-killer.*)", "kernel"),
+        (r"(CUDA error: .+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*)", "CUDA"),
+        (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*)", "NCCL"),
+        (r"(.*[Aa]ddress already in use.*)", "bind"),
+        (r"(.*(?:undefined symbol: |cannot open shared object file|error while loading shared libraries).*)", "loader"),
+    )
+)
+_MESSAGE_CHARS = 300
+_RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
+_RAISE = re.compile(r"raise ([A-Za-z_][\w.]*)(?:\((.*))?")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One error the log reports: its type and message, where, and its class."""
+
+    type: str
+    message: str
+    line_no: int  # 1-based, as the scanner counts
+    failure_class: str
+    traceback: bool = False  # a Python exception (else a native report)
+    chain: tuple[str, ...] = ()  # the types the chain went through, root first
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's and classify's `cause`."""
+        return {"type": self.type, "message": self.message, "line_no": self.line_no}
+
+    def text(self) -> str:
+        """`torch.OutOfMemoryError: CUDA out of memory ... (L212)`."""
+        said = f"{self.type}: {self.message}" if self.message else self.type
+        return f"{said} (L{self.line_no})"
+
+
+def strip(line: str) -> str:
+    """A line without its colour codes and its process, time and quote prefixes."""
+    if "\x1b" in line or "#033[" in line:
+        line = _JUNK.sub("", line)
+    found = _PREFIX.match(line)
+    return line[found.end() :] if found else line
+
+
+def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
+    """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end."""
+    state = _State(first_line_no)
+    for i, line in enumerate(lines):
+        for part in _parts(line):
+            state.take(strip(part), i)
+    state.cut()
+    state.close()
+    return sorted(state.out, key=lambda c: c.line_no)
+
+
+def _parts(line: str) -> list[str]:
+    """A line that holds several Ray/vLLM-prefixed lines (a paste whose line ends were
+    lost) split before each `(Name pid=N)`."""
+    if line.count("pid=") < 2:
+        return [line]
+    starts = [m.start() for m in _RAY.finditer(line)]
+    if len(starts) < 2:
+        return [line]
+    return [line[a:b] for a, b in zip([0, *starts], [*starts, len(line)], strict=True) if line[a:b].strip()]
+
+
+class _State:
+    """Tracebacks being read: the open one's frames, the chain it belongs to."""
+
+    def __init__(self, first_line_no: int):
+        self.first = first_line_no
+        self.out: list[Cause] = []
+        self.chain: list[Cause] = []
+        self.chain_open = False
+        self.in_tb = False  # a header was seen and its exception line not yet
+        self.raise_line: str | None = None  # the last echoed `raise X(...)` of the open traceback
+        self.frame = ""  # its last `File "..."` line
+        self.prev = ""
+        self.at = 0
+
+    def take(self, text: str, i: int) -> None:
+        stripped = text.strip()
+        if _HEADER.search(text):
+            self.cut()
+            self.in_tb, self.raise_line, self.frame, self.at = True, None, "", i
+        elif not self.in_tb and text[:1].isspace() and stripped.startswith('File "'):
+            self.in_tb, self.raise_line, self.frame, self.at = True, None, stripped, i  # an excerpt cut inside
+        elif _CHAIN.match(stripped):
+            self.chain_open = True
+        elif (exc := _exception_at(text, self.prev, self.in_tb)) is not None:
+            self._link(_cause(exc[0], exc[1], self.first + i, True))
+            self.in_tb = False
+        elif self.in_tb and (not stripped or _FRAME.match(text)):
+            if stripped.startswith("File "):
+                self.frame = stripped
+            elif stripped.startswith("raise "):
+                self.raise_line = stripped
+        else:
+            self.cut()
+            if (native := _native(text)) is not None:
+                self.out.append(_cause(native[0], native[1], self.first + i, False))
+        self.prev = text
+        self.at = i if self.in_tb else self.at
+
+    def cut(self) -> None:
+        """A traceback that ended before its exception line: its last `raise` and the
+        package of its last frame say what it was."""
+        if not self.in_tb:
+            return
+        self.in_tb = False
+        found = _RAISE.match(self.raise_line or "")
+        kind = found.group(1) if found else "traceback"
+        message = (found.group(2) or "").strip("\"' )(") if found else self.frame
+        cause = _cause(kind, message[:_MESSAGE_CHARS], self.first + self.at, True)
+        if cause.failure_class == "other" and (cls := class_of_frame(self.frame)) != "other":
+            cause = Cause(cause.type, cause.message or self.frame, cause.line_no, cls, True)
+        if found or cause.failure_class != "other":
+            self._link(cause)
+
+    def _link(self, cause: Cause) -> None:
+        if not (self.chain and self.chain_open):
+            self.close()
+        self.chain.append(cause)
+        self.chain_open = False
+
+    def close(self) -> None:
+        _close(self.chain, self.out)
+
+
+def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] | None:
+    """The exception a traceback ends with, if `text` is it: after a header and frames, or,
+    in a cut excerpt, right after an indented frame line (`prev`)."""
+    if not text or text[0].isspace():
+        return None
+    found = _EXC_LINE.match(text.rstrip())
+    if found is None:
+        return None
+    if not in_traceback and not (prev[:1].isspace() and prev.strip()):
+        return None
+    return found.group(1), (found.group(2) or "").strip()[:_MESSAGE_CHARS]
+
+
+def _native(text: str) -> tuple[str, str] | None:
+    for pattern, kind in _NATIVE:
+        found = pattern.search(text)
+        if found is not None:
+            return kind, found.group(1).strip()[:_MESSAGE_CHARS]
+    return None
+
+
+def _cause(kind: str, message: str, line_no: int, traceback: bool) -> Cause:
+    cls, _ = class_of(kind, message)
+    return Cause(kind, message, line_no, cls, traceback)
+
+
+def _close(chain: list[Cause], out: list[Cause]) -> None:
+    """A finished chain: its root, or the first link whose class is finer than `other`."""
+    if not chain:
+        return
+    named = [c for c in chain if c.failure_class != "other"]
+    pick = named[0] if named else chain[0]
+    out.append(Cause(pick.type, pick.message, pick.line_no, pick.failure_class, True, tuple(c.type for c in chain)))
+    chain.clear()
+
+
+def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> Cause | None:
+    """The error that explains lines start..end: the last one of a finer class than
+    `other` there, else the last one."""
+    inside = [c for c in causes if c.line_no >= start and (end is None or c.line_no <= end)]
+    named = [c for c in inside if c.failure_class != "other"]
+    return named[-1] if named else (inside[-1] if inside else None)
