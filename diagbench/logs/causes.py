@@ -27,16 +27,18 @@ TABLE = (
     Entry(
         "segfault",
         "signal|Fatal Python error|shell",
-        r"SIGSEGV|Segmentation fault|signal 11\b|SIGBUS|Bus error",
+        r"SIGSEGV|Segmentation fault|[Ss]ignal \(?11\b|SIGBUS|Bus error|exit(?:ed with)? code (?:139|-11)\b",
         "S cpython Python/faulthandler.c (Fatal Python error: Segmentation fault); bash jobs.c "
-        "(Segmentation fault (core dumped)); torch/distributed/elastic/multiprocessing/api.py (Signal 11 (SIGSEGV))",
+        "(Segmentation fault (core dumped)); torch/distributed/elastic/multiprocessing/api.py (Signal 11 (SIGSEGV)); "
+        "docker compose (exited with code 139 = 128 + SIGSEGV); tritonserver (Signal (11) received.)",
     ),
     Entry(
         "killed",
         "signal|shell",
-        r"SIGKILL|\bKilled\b|signal 9\b|Signals\.SIGKILL|exit code -9\b|exitcode\s*:\s*-9\b",
+        r"SIGKILL|\bKilled\b|[Ss]ignal \(?9\b|Signals\.SIGKILL|exit(?:ed with)? code (?:137|-9)\b|exitcode\s*:\s*-9\b",
         "S bash jobs.c (Killed); torch/distributed/elastic/multiprocessing/api.py (Signal 9 (SIGKILL)); "
-        "cpython Lib/multiprocessing/process.py (exitcode -9)",
+        "cpython Lib/multiprocessing/process.py (exitcode -9); docker compose (exited with code 137 = 128 + SIGKILL); "
+        "tritonserver src/common.cc (Signal (9) received.)",
     ),
     # -- the GPU's own errors: CUDA runtime (cuda_runtime_api.h cudaError_t strings) -----------------
     Entry(
@@ -64,8 +66,9 @@ TABLE = (
         r"|CUBLAS_STATUS_ALLOC_FAILED|cudaMalloc\w* failed|[Ii]nsufficient (?:GPU |device )?memory"
         r"|Cannot allocate memory|std::bad_alloc|would exceed allowed memory",
         "S torch c10/cuda/CUDACachingAllocator.cpp (torch.OutOfMemoryError: CUDA out of memory. "
-        "Tried to allocate; Allocation on device would exceed allowed memory); CUDA runtime (cudaErrorMemoryAllocation=2: out of memory); torch aten/src/ATen/cuda/"
-        "CUDABlas.cpp (CUBLAS_STATUS_ALLOC_FAILED); cpython MemoryError; libstdc++ std::bad_alloc",
+        "Tried to allocate; Allocation on device would exceed allowed memory); CUDA runtime "
+        "(cudaErrorMemoryAllocation=2: out of memory); torch aten/src/ATen/cuda/CUDABlas.cpp (CUBLAS_STATUS_ALLOC_FAILED); "
+        "cpython MemoryError; libstdc++ std::bad_alloc",
     ),
     Entry(
         "oom",

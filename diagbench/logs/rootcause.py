@@ -53,6 +53,7 @@ _NATIVE = tuple(
         (
             r"(\*\*\* SIGSEGV received.*|(?:Caught|Received|got) signal.*SIG\w+.*"
             r"|.*(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b.*"
+            r"|Signal \(\d+\) received\.?|.*exited with code (?:137|139)\b.*"
             r"|.*Signal (?:9|11) \(SIG\w+\).*|.*signal(?: number)? (?:9|11)\b.*|.*<Signals\.SIG(?:KILL|SEGV): \d+>.*)",
             "signal",
         ),
@@ -64,6 +65,7 @@ _NATIVE = tuple(
     )
 )
 _MESSAGE_CHARS = 300
+DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 _RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
 _RAISE = re.compile(r"raise ([A-Za-z_][\w.]*)(?:\((.*))?")
 
@@ -220,7 +222,9 @@ def _close(chain: list[Cause], out: list[Cause]) -> None:
 
 def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> Cause | None:
     """The error that explains lines start..end: the last one of a finer class than
-    `other` there, else the last one."""
+    `other` there (an error before a process's death, rather than the death), else the last one."""
     inside = [c for c in causes if c.line_no >= start and (end is None or c.line_no <= end)]
-    named = [c for c in inside if c.failure_class != "other"]
-    return named[-1] if named else (inside[-1] if inside else None)
+    errors = [c for c in inside if c.type not in DEATHS]  # a death after an error is its fallout
+    named = [c for c in errors if c.failure_class != "other"]
+    pick = named or errors or inside
+    return pick[-1] if pick else None
