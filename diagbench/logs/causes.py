@@ -67,7 +67,8 @@ TABLE = (
         r"|Cannot allocate memory|std::bad_alloc|would exceed allowed memory",
         "S torch c10/cuda/CUDACachingAllocator.cpp (torch.OutOfMemoryError: CUDA out of memory. "
         "Tried to allocate; Allocation on device would exceed allowed memory); CUDA runtime "
-        "(cudaErrorMemoryAllocation=2: out of memory); torch aten/src/ATen/cuda/CUDABlas.cpp (CUBLAS_STATUS_ALLOC_FAILED); "
+        "(cudaErrorMemoryAllocation=2: out of memory); torch aten/src/ATen/cuda/CUDABlas.cpp "
+        "(CUBLAS_STATUS_ALLOC_FAILED); "
         "cpython MemoryError; libstdc++ std::bad_alloc",
     ),
     Entry(
