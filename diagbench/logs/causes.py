@@ -26,11 +26,12 @@ TABLE = (
     # -- killed / crashed by a signal: the shell's, the kernel's and Python's reports ---------------
     Entry(
         "segfault",
-        "signal|Fatal Python error|shell",
-        r"SIGSEGV|Segmentation fault|[Ss]ignal \(?11\b|SIGBUS|Bus error|exit(?:ed with)? code (?:139|-11)\b",
+        "signal|Fatal Python error|shell|OSError|Error|Rust panic|Go panic|Go fatal error",
+        r"SIGSEGV|Segmentation fault|SIGFPE|Floating point exception|SIGILL|Illegal instruction|access violation|[Ss]ignal \(?11\b|SIGBUS|Bus error|exit(?:ed with)? code (?:139|-11)\b",
         "S cpython Python/faulthandler.c (Fatal Python error: Segmentation fault); bash jobs.c "
         "(Segmentation fault (core dumped)); torch/distributed/elastic/multiprocessing/api.py (Signal 11 (SIGSEGV)); "
-        "docker compose (exited with code 139 = 128 + SIGSEGV); tritonserver (Signal (11) received.)",
+        "docker compose (exited with code 139 = 128 + SIGSEGV); tritonserver (Signal (11) received.); "
+        "cpython Modules/_ctypes/callproc.c (OSError: exception: access violation, Windows)",
     ),
     Entry(
         "killed",
@@ -135,9 +136,10 @@ TABLE = (
     Entry(
         "port_in_use",
         "",
-        r"[Aa]ddress already in use|EADDRINUSE|[Ee]rrno 98\b|[Ee]rrno 48\b|Only one usage of each socket address",
+        r"[Aa]ddress already in use|EADDRINUSE|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b|[Ee]rrno 98\b|[Ee]rrno 48\b|Only one usage of each socket address",
         "S glibc strerror(EADDRINUSE=98: Address already in use); Go net (bind: address already in use); "
-        "Rust std::io::ErrorKind::AddrInUse; Windows WSAEADDRINUSE",
+        "Rust std::io::ErrorKind::AddrInUse; Windows WSAEADDRINUSE; llama.cpp tools/server/server.cpp "
+        "(couldn't bind HTTP server socket)",
     ),
     # -- other GPU errors the CUDA runtime reports: a failure, of no finer class ------------------------
     Entry(

@@ -24,9 +24,12 @@ from typing import Any
 from diagbench.logs.causes import class_of, class_of_frame
 from diagbench.logs.signatures import PREFIX
 
-_PREFIX = re.compile(
-    "^(?:" + PREFIX + r"|\d{4}-\d\d-\d\d[ T][\d:.,]+\s*(?:[|-]\s*)?(?:[A-Z]+\s*(?:[|:-]\s*)?)?"
-    r"|\[\s*[\w.:/ -]{1,40}\]\s*)*"
+_PREFIX = re.compile("^" + PREFIX)
+# prefixes of loggers the packs' PREFIX does not name: `2023-05-30 17:19:25 | ERROR | stderr | `
+# (FastChat), `2024-01-01 10:00:00,123 - `, `[12:00:00] `
+_MORE = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\s*(?:[|-]\s*)?(?:[A-Z]{3,8}\s*[|:-] ?)?(?:std(?:out|err)\s*\| ?)?"
+    r"|\[\s*[\w.:/ -]{1,40}\] ?)"
 )
 _JUNK = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|#033\[[0-9;]*[A-Za-z]")
 _HEADER = re.compile(r"Traceback \(most recent call last\):\s*$")
@@ -37,6 +40,7 @@ _CHAIN = re.compile(
 _EXC_LINE = re.compile(
     r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Failure|Warning|Fault)|[A-Za-z_]\w*(?:\.\w+)+)(?::\s*(.*)|\s*)$"
 )
+_NAMED = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
 # native reports: (regex, kind); the message is the regex's group 1 (or the whole line)
 _NATIVE = tuple(
@@ -49,7 +53,11 @@ _NATIVE = tuple(
         (r"^fatal error: (.+)", "Go fatal error"),
         (r"^F\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.+)", "glog fatal"),
         (r"^(Fatal Python error: .+)", "Fatal Python error"),
-        (r"((?:Segmentation fault|Bus error|Aborted|Killed)(?: \(core dumped\))?)\s*(?:\S.*)?$", "shell"),
+        (
+            r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
+            r"(?: \(core dumped\))?)\s*(?:\S.*)?$",
+            "shell",
+        ),
         (
             r"(\*\*\* SIGSEGV received.*|(?:Caught|Received|got) signal.*SIG\w+.*"
             r"|.*(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b.*"
@@ -60,7 +68,8 @@ _NATIVE = tuple(
         (r"^(Out of memory: Killed process .+|.*invoked oom-killer.*)", "kernel"),
         (r"(CUDA error: .+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*)", "CUDA"),
         (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*)", "NCCL"),
-        (r"(.*[Aa]ddress already in use.*)", "bind"),
+        (r"(.*(?:[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b).*)", "bind"),
+        (r"^Error: (.+)", "Error"),
         (r"(.*(?:undefined symbol: |cannot open shared object file|error while loading shared libraries).*)", "loader"),
     )
 )
@@ -95,8 +104,14 @@ def strip(line: str) -> str:
     """A line without its colour codes and its process, time and quote prefixes."""
     if "\x1b" in line or "#033[" in line:
         line = _JUNK.sub("", line)
-    found = _PREFIX.match(line)
-    return line[found.end() :] if found else line
+    while True:
+        found = _PREFIX.match(line)
+        rest = line[found.end() :] if found else line
+        more = _MORE.match(rest)
+        rest = rest[more.end() :] if more else rest
+        if rest == line:
+            return line
+        line = rest
 
 
 def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
@@ -186,14 +201,15 @@ class _State:
 
 def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] | None:
     """The exception a traceback ends with, if `text` is it: after a header and frames, or,
-    in a cut excerpt, right after an indented frame line (`prev`)."""
+    in a cut excerpt (or a server that printed only the exception), a line that starts
+    with an exception's name (`...Error: `)."""
     if not text or text[0].isspace():
         return None
     found = _EXC_LINE.match(text.rstrip())
     if found is None:
         return None
-    if not in_traceback and not (prev[:1].isspace() and prev.strip()):
-        return None
+    if not in_traceback and not _NAMED.fullmatch(found.group(1)):
+        return None  # a cut excerpt or a lone error line: named as exceptions are (not a dotted logger name)
     return found.group(1), (found.group(2) or "").strip()[:_MESSAGE_CHARS]
 
 
