@@ -27,7 +27,8 @@ TABLE = (
     Entry(
         "segfault",
         "signal|Fatal Python error|shell|OSError|Error|Rust panic|Go panic|Go fatal error",
-        r"SIGSEGV|Segmentation fault|SIGFPE|Floating point exception|SIGILL|Illegal instruction|access violation|[Ss]ignal \(?11\b|SIGBUS|Bus error|exit(?:ed with)? code (?:139|-11)\b",
+        r"SIGSEGV|Segmentation fault|SIGFPE|[Ff]loating point exception|SIGILL|Illegal instruction|illegal hardware instruction"
+        r"|access violation|segmentation fault|bus error|exitcode\s*:\s*-11\b|[Ss]ignal \(?11\b|SIGBUS|Bus error|exit(?:ed with)? code (?:139|-11)\b",
         "S cpython Python/faulthandler.c (Fatal Python error: Segmentation fault); bash jobs.c "
         "(Segmentation fault (core dumped)); torch/distributed/elastic/multiprocessing/api.py (Signal 11 (SIGSEGV)); "
         "docker compose (exited with code 139 = 128 + SIGSEGV); tritonserver (Signal (11) received.); "
@@ -36,7 +37,7 @@ TABLE = (
     Entry(
         "killed",
         "signal|shell",
-        r"SIGKILL|\bKilled\b|[Ss]ignal \(?9\b|Signals\.SIGKILL|exit(?:ed with)? code (?:137|-9)\b|exitcode\s*:\s*-9\b",
+        r"SIGKILL|\b[Kk]illed\b|[Ss]ignal \(?9\b|Signals\.SIGKILL|exit(?:ed with)? code (?:137|-9)\b|exitcode\s*:\s*-9\b",
         "S bash jobs.c (Killed); torch/distributed/elastic/multiprocessing/api.py (Signal 9 (SIGKILL)); "
         "cpython Lib/multiprocessing/process.py (exitcode -9); docker compose (exited with code 137 = 128 + SIGKILL); "
         "tritonserver src/common.cc (Signal (9) received.)",
@@ -105,8 +106,8 @@ TABLE = (
     Entry(
         "triton",
         "",
-        r"ptxas (?:fatal|error)|PTXASError|triton\.compiler\.errors|out of resource: shared memory",
-        "S triton python/triton/backends/nvidia/compiler.py (ptxas ... failed); triton/runtime/errors.py",
+        r"ptxas (?:fatal|error)|/ptxas .*returned non-zero exit status|PTXASError|triton\.compiler\.errors|out of resource: shared memory",
+        "S triton python/triton/backends/nvidia/compiler.py make_cubin (runs ptxas, raises PTXASError); triton/runtime/errors.py",
     ),
     Entry(
         "torch_compile",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.logs.lines import count_endings, split_lines
-from diagbench.logs.rootcause import Cause, read, root_of
+from diagbench.logs.rootcause import DEATHS, Cause, read, root_of
 from diagbench.vocab import Evidence
 
 WHOLE = 8 << 20  # a log this small is read whole; a larger one's last TAIL bytes
@@ -81,6 +81,9 @@ def _failed(reading: Reading, causes: list[Cause]) -> Reading:
     if root is None:
         return reading
     primary, secondary = reading.failure_class, list(reading.secondary_classes)
+    if primary == "killed" and root.type not in DEATHS and root.failure_class not in ("other", "killed"):
+        # killed after an error: the server (or its launcher) killed its tree because of it
+        return replace(reading, failure_class=root.failure_class, secondary_classes=("killed",), cause=root)
     if primary in (None, "other") and root.failure_class != "other":
         primary = root.failure_class
         secondary = [c for c in secondary if c != primary]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from diagbench.logs.causes import class_of, class_of_frame
@@ -66,10 +66,19 @@ _NATIVE = tuple(
             "signal",
         ),
         (r"^(Out of memory: Killed process .+|.*invoked oom-killer.*)", "kernel"),
-        (r"(CUDA error: .+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*)", "CUDA"),
-        (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*)", "NCCL"),
+        (r"((?:CUDA|Cuda) error\b.+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*)", "CUDA"),
+        (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*|.*NCCL WARN .*)", "NCCL"),
         (r"(.*(?:[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b).*)", "bind"),
-        (r"^Error: (.+)", "Error"),
+        (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
+        (
+            r"^zsh: ((?:segmentation fault|bus error|killed|floating point exception|illegal hardware instruction"
+            r"|abort)\b.*)",
+            "shell",
+        ),
+        (
+            r"(mpirun (?:detected that one or more processes exited with non-zero status|noticed that process).*)",
+            "mpirun",
+        ),
         (r"(.*(?:undefined symbol: |cannot open shared object file|error while loading shared libraries).*)", "loader"),
     )
 )
@@ -147,24 +156,30 @@ class _State:
         self.in_tb = False  # a header was seen and its exception line not yet
         self.raise_line: str | None = None  # the last echoed `raise X(...)` of the open traceback
         self.frame = ""  # its last `File "..."` line
+        self.indent = 0  # how far its header was indented
+        self.modules = 0  # its frames that run a module's body (`in <module>`): imports
         self.prev = ""
         self.at = 0
 
     def take(self, text: str, i: int) -> None:
+        if self.in_tb and self.indent and text[: self.indent].isspace():
+            text = text[self.indent :]  # a traceback pasted indented: read as printed
         stripped = text.strip()
         if _HEADER.search(text):
             self.cut()
-            self.in_tb, self.raise_line, self.frame, self.at = True, None, "", i
+            self._open(i, "")
+            self.indent = len(text) - len(text.lstrip())
         elif not self.in_tb and text[:1].isspace() and stripped.startswith('File "'):
-            self.in_tb, self.raise_line, self.frame, self.at = True, None, stripped, i  # an excerpt cut inside
+            self._open(i, stripped)  # an excerpt cut inside a traceback
         elif _CHAIN.match(stripped):
             self.chain_open = True
         elif (exc := _exception_at(text, self.prev, self.in_tb)) is not None:
-            self._link(_cause(exc[0], exc[1], self.first + i, True))
+            self._link(self._by_frames(_cause(exc[0], exc[1], self.first + i, True)))
             self.in_tb = False
-        elif self.in_tb and (not stripped or _FRAME.match(text)):
+        elif self.in_tb and (not stripped or _FRAME.match(text) or _flat_frame(stripped, self.prev)):
             if stripped.startswith("File "):
                 self.frame = stripped
+                self.modules += stripped.endswith("in <module>")
             elif stripped.startswith("raise "):
                 self.raise_line = stripped
         else:
@@ -183,11 +198,24 @@ class _State:
         found = _RAISE.match(self.raise_line or "")
         kind = found.group(1) if found else "traceback"
         message = (found.group(2) or "").strip("\"' )(") if found else self.frame
-        cause = _cause(kind, message[:_MESSAGE_CHARS], self.first + self.at, True)
-        if cause.failure_class == "other" and (cls := class_of_frame(self.frame)) != "other":
-            cause = Cause(cause.type, cause.message or self.frame, cause.line_no, cls, True)
+        cause = self._by_frames(_cause(kind, message[:_MESSAGE_CHARS], self.first + self.at, True))
         if found or cause.failure_class != "other":
             self._link(cause)
+
+    def _open(self, i: int, frame: str) -> None:
+        self.in_tb, self.raise_line, self.frame, self.at, self.indent = True, None, frame, i, 0
+        self.modules = int(frame.endswith("in <module>"))
+
+    def _by_frames(self, cause: Cause) -> Cause:
+        """An error of no finer class, named by where it was raised: in torch.compile's or
+        Triton's packages (causes.FRAMES), or in a module's body that another module's body
+        was importing (an import that failed)."""
+        if cause.failure_class != "other":
+            return cause
+        cls = class_of_frame(self.frame)
+        if cls == "other" and self.modules >= 2 and self.frame.endswith("in <module>"):
+            cls = "import_error"  # cpython: importlib runs the module's code, its frame is `<module>`
+        return replace(cause, failure_class=cls, message=cause.message or self.frame)
 
     def _link(self, cause: Cause) -> None:
         if not (self.chain and self.chain_open):
@@ -211,6 +239,12 @@ def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] |
     if not in_traceback and not _NAMED.fullmatch(found.group(1)):
         return None  # a cut excerpt or a lone error line: named as exceptions are (not a dotted logger name)
     return found.group(1), (found.group(2) or "").strip()[:_MESSAGE_CHARS]
+
+
+def _flat_frame(stripped: str, prev: str) -> bool:
+    """A frame of a traceback pasted flat (its indentation lost): a `File "..."` line, or
+    the source line after one."""
+    return stripped.startswith('File "') or prev.lstrip().startswith('File "')
 
 
 def _native(text: str) -> tuple[str, str] | None:
