@@ -84,7 +84,7 @@ def _read_again(found: Classification, path: Path) -> Classification:
     first = Reading(found.outcome, found.failure_class, found.secondary_classes, evidence, found.phase)
     if found.outcome == "ready" and (found.signature or "").startswith("serving."):
         first = replace(first, phase=SERVING)
-    got = refine(first, causes_of(path, found.lines))
+    got = refine(first, causes_of(path, found.lines), found.lines)
     if got == first:
         return replace(found, phase=first.phase)
     signature = found.signature if got.outcome == found.outcome else "rootcause"

@@ -3,7 +3,8 @@
 - A failure a pack named stays primary; the root cause under it becomes its secondary class
   (capture failed *because of* an OOM). A generic wrapper (class `other`) takes the root's
   class: "Engine core initialization failed" over an `ImportError` is an import error.
-- An undecided log that ends in an error is failed with the error's class.
+- An undecided log that reports an error (a traceback, a native report), or whose last lines
+  log an error record, is failed with the error's class.
 - The last state wins: a log that reached its ready line or its serving phase and then
   died (a native crash, a killed process, a GPU error outside a request) is failed, with
   `phase: serving` and its ready line kept; handled tracebacks, request errors and a clean
@@ -17,13 +18,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.logs.lines import count_endings, split_lines
-from diagbench.logs.rootcause import DEATHS, Cause, read, root_of
+from diagbench.logs.rootcause import DEATHS, LOGGED, Cause, read, root_of
 from diagbench.vocab import Evidence
 
 WHOLE = 8 << 20  # a log this small is read whole; a larger one's last TAIL bytes
 TAIL = 4 << 20
 CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
 SERVING = "serving"
+LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) and then stops failed
 # after a ready line, only these end a server: a process killed or crashed, a native runtime's
 # fatal report, a GPU fault (a request's Python exception is handled by the server)
 FATAL_KINDS = ("signal", "shell", "kernel", "C++", "Rust panic", "Go panic", "Go fatal error", "glog fatal")
@@ -56,16 +58,20 @@ def causes_of(path: Path, total_lines: int) -> list[Cause]:
     return read([raw.decode("utf-8", errors="replace") for raw in split_lines(data)], first)
 
 
-def refine(reading: Reading, causes: list[Cause], lines: list[str] | None = None) -> Reading:
-    """The reading with its root cause, and the last state of the log."""
+def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
+    """The reading with its root cause, and the last state of the log (`last_line`: its
+    number of lines)."""
+    errors = [c for c in causes if c.type != LOGGED]  # logged error records say little on their own
     if reading.outcome == "failed" and reading.evidence is not None:
-        return _failed(reading, causes)
+        return _failed(reading, errors or causes)
     if reading.outcome == "ready" and reading.evidence is not None:
-        return _after_ready(reading, causes)
-    root = root_of(causes)
+        return _after_ready(reading, errors)
+    # undecided: it ends in an error, or its last lines log one
+    ending = errors + [c for c in causes if c.type == LOGGED and c.line_no > last_line - LAST_LINES]
+    root = root_of(ending)
     if root is None:
         return reading
-    last = causes[-1]
+    last = ending[-1]
     return replace(
         reading,
         outcome="failed",

@@ -29,7 +29,7 @@ _PREFIX = re.compile("^" + PREFIX)
 # (FastChat), `2024-01-01 10:00:00,123 - `, `[12:00:00] `
 _MORE = re.compile(
     r"^(?:\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\s*(?:[|-]\s*)?(?:[A-Z]{3,8}\s*[|:-] ?)?(?:std(?:out|err)\s*\| ?)?"
-    r"|\[\s*[\w.:/ -]{1,40}\] ?)"
+    r"|\[(?!(?:ERROR|Error|error|FATAL|Fatal|CRITICAL|E)\])\s*[\w.:/ -]{1,40}\] ?)"
 )
 _JUNK = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|#033\[[0-9;]*[A-Za-z]")
 _HEADER = re.compile(r"Traceback \(most recent call last\):\s*$")
@@ -42,6 +42,8 @@ _EXC_LINE = re.compile(
 )
 _NAMED = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
+LOGGED = "logged error"  # a log record at error level: an error, not a report of why
+DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 # native reports: (regex, kind); the message is the regex's group 1 (or the whole line)
 _NATIVE = tuple(
     (re.compile(p), kind)
@@ -76,6 +78,15 @@ _NATIVE = tuple(
             "shell",
         ),
         (
+            r"^((?:unknown|unrecognized|invalid) (?:option|argument)s?\b.*|.*: error: unrecognized arguments: .*)",
+            "usage",
+        ),
+        (
+            r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
+            r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
+            LOGGED,
+        ),
+        (
             r"(mpirun (?:detected that one or more processes exited with non-zero status|noticed that process).*)",
             "mpirun",
         ),
@@ -83,7 +94,6 @@ _NATIVE = tuple(
     )
 )
 _MESSAGE_CHARS = 300
-DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 _RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
 _RAISE = re.compile(r"raise ([A-Za-z_][\w.]*)(?:\((.*))?")
 
