@@ -23,12 +23,14 @@ class Entry:
 
 
 TABLE = (
-    # -- killed / crashed by a signal: the shell's, the kernel's and Python's reports ---------------
+    # -- killed / crashed by a signal: the shell's, the kernel's and Python's reports. `segfault` is
+    # SIGSEGV (and Windows' access violation); SIGABRT, SIGFPE, SIGILL, SIGBUS are `other`, as the
+    # generic pack's shell_signal has them -----------------------------------------------------------
     Entry(
         "segfault",
         "signal|Fatal Python error|shell|OSError|Error|Rust panic|Go panic|Go fatal error",
-        r"SIGSEGV|Segmentation fault|SIGFPE|[Ff]loating point exception|SIGILL|Illegal instruction|illegal hardware instruction"
-        r"|access violation|segmentation fault|bus error|exitcode\s*:\s*-11\b|[Ss]ignal \(?11\b|SIGBUS|Bus error|exit(?:ed with)? code (?:139|-11)\b",
+        r"SIGSEGV|[Ss]egmentation fault|access violation|exitcode\s*:\s*-11\b|[Ss]ignal \(?11\b"
+        r"|exit(?:ed with)? code (?:139|-11)\b",
         "S cpython Python/faulthandler.c (Fatal Python error: Segmentation fault); bash jobs.c "
         "(Segmentation fault (core dumped)); torch/distributed/elastic/multiprocessing/api.py (Signal 11 (SIGSEGV)); "
         "docker compose (exited with code 139 = 128 + SIGSEGV); tritonserver (Signal (11) received.); "

@@ -55,15 +55,19 @@ _NATIVE = tuple(
         (r"^fatal error: (.+)", "Go fatal error"),
         (r"^F\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.+)", "glog fatal"),
         (r"^(Fatal Python error: .+)", "Fatal Python error"),
+        # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
+        # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
         (
-            r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction)"
-            r"(?: \(core dumped\))?)\s*(?:\S.*)?$",
+            r"^(?:zsh: |\[\d+\][+-]?\s+|(?:[\w./-]+: )?line \d+:\s+|\s*)(?:\d+\s+)?"
+            r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction"
+            r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
+            r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
             "shell",
         ),
         (
             r"(\*\*\* SIGSEGV received.*|(?:Caught|Received|got) signal.*SIG\w+.*"
             r"|.*(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b.*"
-            r"|Signal \(\d+\) received\.?|.*exited with code (?:137|139)\b.*"
+            r"|Signal \(\d+\) received\.?|Signal: [\w ]+ \(\d+\)|.*exited with code (?:137|139)\b.*"
             r"|.*Signal (?:9|11) \(SIG\w+\).*|.*signal(?: number)? (?:9|11)\b.*|.*<Signals\.SIG(?:KILL|SEGV): \d+>.*)",
             "signal",
         ),
@@ -72,11 +76,6 @@ _NATIVE = tuple(
         (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*|.*NCCL WARN .*)", "NCCL"),
         (r"(.*(?:[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b).*)", "bind"),
         (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
-        (
-            r"^zsh: ((?:segmentation fault|bus error|killed|floating point exception|illegal hardware instruction"
-            r"|abort)\b.*)",
-            "shell",
-        ),
         (
             r"^((?:unknown|unrecognized|invalid) (?:option|argument)s?\b.*|.*: error: unrecognized arguments: .*)",
             "usage",
@@ -281,10 +280,16 @@ def _close(chain: list[Cause], out: list[Cause]) -> None:
 
 
 def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> Cause | None:
-    """The error that explains lines start..end: the last one of a finer class than
-    `other` there (an error before a process's death, rather than the death), else the last one."""
+    """The error that explains lines start..end: the last one of a finer class than `other`
+    there; else a process's death that an error after it reports; else the last error (a
+    death after an error is its fallout)."""
     inside = [c for c in causes if c.line_no >= start and (end is None or c.line_no <= end)]
-    errors = [c for c in inside if c.type not in DEATHS]  # a death after an error is its fallout
+    errors = [c for c in inside if c.type not in DEATHS]
     named = [c for c in errors if c.failure_class != "other"]
-    pick = named or errors or inside
+    if named:
+        return named[-1]
+    deaths = [c for c in inside if c.type in DEATHS and c.failure_class != "other"]
+    if deaths and (not errors or deaths[-1].line_no < errors[-1].line_no):
+        return deaths[-1]  # a process died, and an error reports it (torchrun's ChildFailedError)
+    pick = errors or inside  # a death after an error is its fallout
     return pick[-1] if pick else None
