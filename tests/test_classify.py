@@ -56,6 +56,7 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
         "phase",
         "server",
         "cause",
+        "chain",
         "ready_line",
     }
     assert data["line"].startswith("Exception: Capture cuda graph failed: CUDA error: out of memory")

@@ -39,7 +39,8 @@ TABLE = (
     Entry(
         "killed",
         "signal|shell",
-        r"SIGKILL|\b[Kk]illed\b|[Ss]ignal \(?9\b|Signals\.SIGKILL|exit(?:ed with)? code (?:137|-9)\b|exitcode\s*:\s*-9\b",
+        r"SIGKILL|\b[Kk]illed\b|[Ss]ignal \(?9\b|Signals\.SIGKILL"
+        r"|exit(?:ed with)? code (?:137|-9)\b|exitcode\s*:\s*-9\b",
         "S bash jobs.c (Killed); torch/distributed/elastic/multiprocessing/api.py (Signal 9 (SIGKILL)); "
         "cpython Lib/multiprocessing/process.py (exitcode -9); docker compose (exited with code 137 = 128 + SIGKILL); "
         "tritonserver src/common.cc (Signal (9) received.)",
@@ -53,16 +54,6 @@ TABLE = (
         "S CUDA runtime cudaGetErrorString(cudaErrorIllegalAddress=700, cudaErrorMisalignedAddress=716); "
         "torch c10/cuda/CUDAException.h (CUDA error: ...)",
     ),
-    Entry(
-        "cuda_graph_capture",
-        "",
-        r"cudaErrorStreamCapture\w+|operation not permitted when stream is capturing"
-        r"|operation failed due to a previous error during capture|CUDA graph capture failed"
-        r"|Capture cuda graph failed",
-        "S CUDA runtime cudaGetErrorString(cudaErrorStreamCaptureUnsupported=900..cudaErrorStreamCaptureImplicit); "
-        "torch c10/cuda/CUDAGraph.cpp; sglang cuda_graph_runner.py (Capture cuda graph failed)",
-    ),
-    # -- out of memory: torch's caching allocator, CUDA, cuBLAS, the host ---------------------------
     Entry(
         "oom",
         "",
@@ -108,8 +99,10 @@ TABLE = (
     Entry(
         "triton",
         "",
-        r"ptxas (?:fatal|error)|/ptxas .*returned non-zero exit status|PTXASError|triton\.compiler\.errors|out of resource: shared memory",
-        "S triton python/triton/backends/nvidia/compiler.py make_cubin (runs ptxas, raises PTXASError); triton/runtime/errors.py",
+        r"ptxas (?:fatal|error)|/ptxas .*returned non-zero exit status|PTXASError|triton\.compiler\.errors"
+        r"|out of resource: shared memory",
+        "S triton python/triton/backends/nvidia/compiler.py make_cubin (runs ptxas, raises PTXASError); "
+        "triton/runtime/errors.py",
     ),
     Entry(
         "torch_compile",
@@ -139,11 +132,24 @@ TABLE = (
     Entry(
         "port_in_use",
         "",
-        r"[Aa]ddress already in use|EADDRINUSE|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b|[Ee]rrno 98\b|[Ee]rrno 48\b|Only one usage of each socket address",
+        r"[Aa]ddress already in use|EADDRINUSE|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
+        r"|[Ee]rrno 98\b|[Ee]rrno 48\b|Only one usage of each socket address",
         "S glibc strerror(EADDRINUSE=98: Address already in use); Go net (bind: address already in use); "
         "Rust std::io::ErrorKind::AddrInUse; Windows WSAEADDRINUSE; llama.cpp tools/server/server.cpp "
         "(couldn't bind HTTP server socket)",
     ),
+    # -- CUDA graph capture: last, as it wraps the errors above ("Capture cuda graph failed: CUDA error:
+    # out of memory" is an OOM under a capture) ------------------------------------------------------
+    Entry(
+        "cuda_graph_capture",
+        "",
+        r"cudaErrorStreamCapture\w+|operation not permitted when stream is capturing"
+        r"|operation failed due to a previous error during capture|CUDA graph capture failed"
+        r"|Capture cuda graph failed",
+        "S CUDA runtime cudaGetErrorString(cudaErrorStreamCaptureUnsupported=900..cudaErrorStreamCaptureImplicit); "
+        "torch c10/cuda/CUDAGraph.cpp; sglang cuda_graph_runner.py (Capture cuda graph failed)",
+    ),
+    # -- out of memory: torch's caching allocator, CUDA, cuBLAS, the host ---------------------------
     # -- other GPU errors the CUDA runtime reports: a failure, of no finer class ------------------------
     Entry(
         "other",

@@ -41,10 +41,20 @@ class Classification:
     cause: Cause | None = None  # the root cause the reader followed
     ready: Evidence | None = None  # the ready line of a server that came up, then died
 
+    @property
+    def chain(self) -> str | None:
+        """The reading and the root cause under it: `failed:cuda_graph_capture <- oom:
+        torch.OutOfMemoryError: CUDA out of memory ... (L212)`."""
+        if self.cause is None:
+            return None
+        label = f"{self.outcome}:{self.failure_class}" if self.failure_class else self.outcome
+        return f"{label} <- {self.cause.failure_class}: {self.cause.text()}"
+
     def to_json(self) -> dict[str, Any]:
         """Exactly the shape of `diagbench schema classify`."""
         return {
             "cause": self.cause.to_json() if self.cause else None,
+            "chain": self.chain,
             "ready_line": self.ready.to_json() if self.ready else None,
             "outcome": self.outcome,
             "failure_class": self.failure_class,

@@ -38,9 +38,9 @@ _CHAIN = re.compile(
     r"|During handling of the above exception, another exception occurred):?\s*$"
 )
 _EXC_LINE = re.compile(
-    r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failed|Failure|Warning|Fault)|[A-Za-z_]\w*(?:\.\w+)+)(?::\s*(.*)|\s*)$"
+    r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt|Failed|Failure|Warning|Fault)|[A-Za-z_]\w*(?:\.\w+)+)(?::\s*(.*)|\s*)$"
 )
-_NAMED = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception)")
+_NAMED = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
