@@ -258,7 +258,7 @@ def _watch(
                     reader.pump()
                     if reader.eof:
                         sel.unregister(proc.pipe)
-                    for fd in descendants.refresh():  # it writes, so it may have started workers
+                    for fd in () if watch.decision else descendants.refresh():  # it writes: new workers?
                         sel.register(fd, selectors.EVENT_READ, "death")
                 elif key.data == "http":
                     _http_news(watch, readiness)
