@@ -14,6 +14,7 @@ from typing import Any
 
 from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.caches import compile_caches
+from diagbench.launch.cause import with_cause
 from diagbench.launch.command import build_command, build_env, probe_url
 from diagbench.launch.deaths import Death, Descendants
 from diagbench.launch.logfile import CappedLog, LogStats
@@ -133,6 +134,7 @@ def run_attempt(
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
+        record = with_cause(record, folder / "server.log", stats)
         return replace(record, phases=_timeline(watch.phases, t0, decision.at))
 
 

@@ -71,6 +71,7 @@ class AttemptRecord:
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
     executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
+    cause: dict[str, Any] | None = None  # the root cause the log reader followed: {type, message, line_no}
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
