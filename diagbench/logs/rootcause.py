@@ -94,7 +94,7 @@ _NATIVE = tuple(
 )
 _MESSAGE_CHARS = 300
 _RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
-_RAISE = re.compile(r"raise ([A-Za-z_][\w.]*)(?:\((.*))?")
+_RAISE = re.compile(r"raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?:\((.*))?")  # a class: `raise ValueError(...)`
 
 
 @dataclass(frozen=True)
@@ -208,8 +208,8 @@ class _State:
         kind = found.group(1) if found else "traceback"
         message = (found.group(2) or "").strip("\"' )(") if found else self.frame
         cause = self._by_frames(_cause(kind, message[:_MESSAGE_CHARS], self.first + self.at, True))
-        if found or cause.failure_class != "other":
-            self._link(cause)
+        if found or cause.failure_class != "other" or (self.chain and self.chain_open):
+            self._link(cause)  # a traceback chained to the one before stays in its chain
 
     def _open(self, i: int, frame: str) -> None:
         self.in_tb, self.raise_line, self.frame, self.at, self.indent = True, None, frame, i, 0
