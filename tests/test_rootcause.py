@@ -165,3 +165,20 @@ def test_every_table_entry_cites_a_source_and_names_a_class() -> None:
         "illegal_memory_access"
     )
     assert class_of("KeyError", "'model'") == ("other", None)
+
+
+def test_classify_never_prints_a_secret_in_the_cause(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    log = tmp_path / "server.log"
+    secret = "hf_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    log.write_text(
+        f'Traceback (most recent call last):\n  File "a.py", line 1\nRuntimeError: token {secret} rejected\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "diagbench", "classify", "--json", str(log)], capture_output=True, text=True, check=True
+    ).stdout
+    assert secret not in out
+    assert json.loads(out)["cause"] == {"type": "RuntimeError", "message": "token <redacted> rejected", "line_no": 3}
