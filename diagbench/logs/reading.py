@@ -18,14 +18,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.logs.lines import count_endings, split_lines
-from diagbench.logs.rootcause import DEATHS, LOGGED, Cause, read, root_of
+from diagbench.logs.rootcause import DEATHS, ENDING, Cause, read, root_of
 from diagbench.vocab import Evidence
 
 WHOLE = 8 << 20  # a log this small is read whole; a larger one's last TAIL bytes
 TAIL = 4 << 20
 CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
 SERVING = "serving"
-LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) and then stops failed
+LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) or show the shell's prompt failed
 # after a ready line, only these end a server: a process killed or crashed, a native runtime's
 # fatal report, a GPU fault (a request's Python exception is handled by the server)
 FATAL_KINDS = ("signal", "shell", "kernel", "C++", "Rust panic", "Go panic", "Go fatal error", "glog fatal")
@@ -61,13 +61,13 @@ def causes_of(path: Path, total_lines: int) -> list[Cause]:
 def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
     """The reading with its root cause, and the last state of the log (`last_line`: its
     number of lines)."""
-    errors = [c for c in causes if c.type != LOGGED]  # logged error records say little on their own
+    errors = [c for c in causes if c.type not in ENDING]  # logged error records say little on their own
     if reading.outcome == "failed" and reading.evidence is not None:
         return _failed(reading, errors or causes)
     if reading.outcome == "ready" and reading.evidence is not None:
         return _after_ready(reading, errors)
     # undecided: it ends in an error, or its last lines log one
-    ending = errors + [c for c in causes if c.type == LOGGED and c.line_no > last_line - LAST_LINES]
+    ending = errors + [c for c in causes if c.type in ENDING and c.line_no > last_line - LAST_LINES]
     root = root_of(ending)
     if root is None:
         return reading

@@ -43,6 +43,8 @@ _EXC_LINE = re.compile(
 _NAMED = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
+PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
+ENDING = (LOGGED, PROMPT)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 # native reports: (regex, kind); the message is the regex's group 1 (or the whole line)
 _NATIVE = tuple(
@@ -53,7 +55,6 @@ _NATIVE = tuple(
         (r"thread '[^']*' panicked at (.+)", "Rust panic"),
         (r"^panic: (.+)", "Go panic"),
         (r"^fatal error: (.+)", "Go fatal error"),
-        (r"^F\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.+)", "glog fatal"),
         (r"^(Fatal Python error: .+)", "Fatal Python error"),
         # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
         # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
@@ -72,14 +73,21 @@ _NATIVE = tuple(
             "signal",
         ),
         (r"^(Out of memory: Killed process .+|.*invoked oom-killer.*)", "kernel"),
-        (r"((?:CUDA|Cuda) error\b.+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*)", "CUDA"),
+        (r"((?:CUDA|Cuda) error\b.+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*|.*\bcudaMalloc\w* failed\b.*)", "CUDA"),
         (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*|.*NCCL WARN .*)", "NCCL"),
-        (r"(.*(?:[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b).*)", "bind"),
+        (
+            r"(.*(?:[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
+            r"|\blisten (?:tcp|udp)\d? \S+: bind: ).*)",
+            "bind",
+        ),
         (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
         (
             r"^((?:unknown|unrecognized|invalid) (?:option|argument)s?\b.*|.*: error: unrecognized arguments: .*)",
             "usage",
         ),
+        # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
+        (r"^(Process [\w-]+):\s*$", "multiprocessing"),
+        (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
         (
             r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
             r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
@@ -93,6 +101,8 @@ _NATIVE = tuple(
     )
 )
 _MESSAGE_CHARS = 300
+# glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
+_GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
 _RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
 _RAISE = re.compile(r"raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?:\((.*))?")  # a class: `raise ValueError(...)`
 
@@ -137,7 +147,7 @@ def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
     state = _State(first_line_no)
     for i, line in enumerate(lines):
         for part in _parts(line):
-            state.take(strip(part), i)
+            state.take(strip(part), i, _GLOG.search(part))
     state.cut()
     state.close()
     return sorted(state.out, key=lambda c: c.line_no)
@@ -170,7 +180,7 @@ class _State:
         self.prev = ""
         self.at = 0
 
-    def take(self, text: str, i: int) -> None:
+    def take(self, text: str, i: int, glog: re.Match[str] | None = None) -> None:
         if self.in_tb and self.indent and text[: self.indent].isspace():
             text = text[self.indent :]  # a traceback pasted indented: read as printed
         stripped = text.strip()
@@ -195,6 +205,9 @@ class _State:
             self.cut()
             if (native := _native(text)) is not None:
                 self.out.append(_cause(native[0], native[1], self.first + i, False))
+            elif glog is not None:
+                kind = "glog fatal" if glog.group(1) == "F" else LOGGED
+                self.out.append(_cause(kind, glog.group(2).strip()[:_MESSAGE_CHARS], self.first + i, False))
         self.prev = text
         self.at = i if self.in_tb else self.at
 
