@@ -182,3 +182,15 @@ def test_classify_never_prints_a_secret_in_the_cause(tmp_path: Path) -> None:
     ).stdout
     assert secret not in out
     assert json.loads(out)["cause"] == {"type": "RuntimeError", "message": "token <redacted> rejected", "line_no": 3}
+
+
+def test_a_large_log_is_read_around_its_decision(tmp_path: Path) -> None:
+    """The cause of a failure early in a log larger than the reader's window is read where
+    it is, with the scanner's line numbers; a megabyte-long line is read by its start."""
+    log = tmp_path / "server.log"
+    head = ["INFO starting"] * 10 + TRACEBACK
+    filler = "INFO a request line that says nothing much at all, again and again\n" * 40_000
+    log.write_text("x" * (2 << 20) + "\n" + "\n".join(head) + "\n" + filler)
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.line_no) == ("failed", "oom", 15)
+    assert got.cause is not None and (got.cause.type, got.cause.line_no) == ("torch.OutOfMemoryError", 15)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from diagbench.launch.logfile import LogStats
-from diagbench.logs.reading import Reading, causes_of, refine
+from diagbench.logs.reading import CAUSE_BELOW, Reading, causes_of, refine
 from diagbench.logs.rootcause import root_of
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
@@ -20,7 +20,8 @@ def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptReco
     if record.outcome not in (Outcome.FAILED, Outcome.CRASHED) or stats.truncated:
         return record  # a capped log's line numbers are not the stream's
     try:
-        causes = causes_of(log, record.log_lines)
+        line_no = record.evidence.line_no if record.evidence else 0
+        causes = causes_of(log, line_no + CAUSE_BELOW if record.outcome is Outcome.FAILED and line_no else None)
     except OSError:
         return record
     first = Reading("failed", record.failure_class, tuple(record.secondary_classes), record.evidence, record.phase)

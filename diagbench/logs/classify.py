@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 from diagbench.errors import UserError
 from diagbench.logs.decision import ReadyRule
 from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
-from diagbench.logs.reading import SERVING, Reading, causes_of, refine
+from diagbench.logs.reading import CAUSE_BELOW, SERVING, Reading, causes_of, refine
 from diagbench.logs.rootcause import Cause
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
@@ -94,7 +94,8 @@ def _read_again(found: Classification, path: Path) -> Classification:
     first = Reading(found.outcome, found.failure_class, found.secondary_classes, evidence, found.phase)
     if found.outcome == "ready" and (found.signature or "").startswith("serving."):
         first = replace(first, phase=SERVING)
-    got = refine(first, causes_of(path, found.lines), found.lines)
+    upto = found.line_no + CAUSE_BELOW if found.outcome == "failed" and found.line_no else None  # else: all
+    got = refine(first, causes_of(path, upto, found.lines, found.bytes), found.lines)
     if got == first:
         return replace(found, phase=first.phase)
     signature = found.signature if got.outcome == found.outcome else "rootcause"

@@ -13,16 +13,18 @@
 
 from __future__ import annotations
 
+import io
 import os
+from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from diagbench.logs.lines import count_endings, split_lines
+from diagbench.logs.lines import count_endings, read_blocks, split_lines
 from diagbench.logs.rootcause import DEATHS, ENDING, Cause, read, root_of
 from diagbench.vocab import Evidence
 
-WHOLE = 8 << 20  # a log this small is read whole; a larger one's last TAIL bytes
-TAIL = 4 << 20
+TAIL = 1 << 20  # the root cause is read in the last MB before the decision (or the log's end)
+BLOCK = 1 << 20
 CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
 SERVING = "serving"
 LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) or show the shell's prompt failed
@@ -46,16 +48,43 @@ class Reading:
     ready: Evidence | None = None  # the ready line of a server that came up, then died
 
 
-def causes_of(path: Path, total_lines: int) -> list[Cause]:
-    """Every error in the log at `path` (its last TAIL bytes when it is large)."""
+def causes_of(path: Path, upto: int | None = None, lines: int | None = None, size: int | None = None) -> list[Cause]:
+    """Every error in the log at `path`, in its lines up to `upto` (all when None), of their
+    last TAIL bytes. `lines` and `size`: what a scan already read of it (its first `size`
+    bytes hold `lines` lines), so the part wanted is found by a seek, not a second read."""
     with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size > WHOLE:
-            handle.seek(size - TAIL)
-            handle.readline()  # start at a whole line
-        data = handle.read()
-    first = 1 if size <= WHOLE else total_lines - count_endings(data, 0, len(data)) + 1
-    return read([raw.decode("utf-8", errors="replace") for raw in split_lines(data)], first)
+        end = os.fstat(handle.fileno()).st_size if size is None else size
+        start = max(0, end - TAIL)
+        handle.seek(start)
+        data = handle.read(end - start)
+        if start:
+            data = data[data.find(b"\n") + 1 :]  # from a whole line
+        first = 1 if not start else (lines or 0) - count_endings(data, 0, len(data)) + 1
+        if start and (lines is None or (upto is not None and upto < first)):
+            data, first = _window(handle, upto)  # the wanted lines are earlier: count from the start
+    texts = [raw.decode("utf-8", errors="replace") for raw in split_lines(data)]
+    if upto is not None:
+        texts = texts[: max(0, upto - first + 1)]
+    return read(texts, first)
+
+
+def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:
+    """The last TAIL bytes of whole lines up to line `upto` (or the end), and the first one's number."""
+    handle.seek(0)
+    spans: deque[tuple[int, int, int]] = deque()  # (offset, length, first line) of whole-line blocks
+    offset = seen = 0
+    for buf, end in read_blocks(handle, BLOCK):
+        spans.append((offset, end, seen + 1))
+        while len(spans) > 2:
+            spans.popleft()
+        offset += end
+        seen += count_endings(buf, 0, end)
+        if upto is not None and seen >= upto:
+            break
+    if not spans:
+        return b"", 1
+    handle.seek(spans[0][0])
+    return handle.read(offset - spans[0][0]), spans[0][2]
 
 
 def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:

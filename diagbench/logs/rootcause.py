@@ -47,6 +47,9 @@ PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process en
 ENDING = (LOGGED, PROMPT)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 # native reports: (regex, kind); the message is the regex's group 1 (or the whole line)
+# native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
+# group 1, or the whole line where it has none. No pattern starts with `.*`: a search that
+# does is quadratic on a long line.
 _NATIVE = tuple(
     (re.compile(p), kind)
     for p, kind in (
@@ -66,25 +69,22 @@ _NATIVE = tuple(
             "shell",
         ),
         (
-            r"(\*\*\* SIGSEGV received.*|(?:Caught|Received|got) signal.*SIG\w+.*"
-            r"|.*(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b.*"
-            r"|Signal \(\d+\) received\.?|Signal: [\w ]+ \(\d+\)|.*exited with code (?:137|139)\b.*"
-            r"|.*Signal (?:9|11) \(SIG\w+\).*|.*signal(?: number)? (?:9|11)\b.*|.*<Signals\.SIG(?:KILL|SEGV): \d+>.*)",
+            r"\*\*\* SIGSEGV received|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
+            r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
+            r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
+            r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
             "signal",
         ),
-        (r"^(Out of memory: Killed process .+|.*invoked oom-killer.*)", "kernel"),
-        (r"((?:CUDA|Cuda) error\b.+|.*\bcudaError\w+.*|.*CUDA_ERROR_\w+.*|.*\bcudaMalloc\w* failed\b.*)", "CUDA"),
-        (r"(.*NCCL error.*|.*\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b.*|.*NCCL WARN .*)", "NCCL"),
+        (r"^Out of memory: Killed process |invoked oom-killer", "kernel"),
+        (r"(?:CUDA|Cuda) error\b|\bcudaError\w+|CUDA_ERROR_\w+|\bcudaMalloc\w* failed\b", "CUDA"),
+        (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
         (
-            r"(.*(?:[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
-            r"|\blisten (?:tcp|udp)\d? \S+: bind: ).*)",
+            r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
+            r"|\blisten (?:tcp|udp)\d? \S+: bind: ",
             "bind",
         ),
         (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
-        (
-            r"^((?:unknown|unrecognized|invalid) (?:option|argument)s?\b.*|.*: error: unrecognized arguments: .*)",
-            "usage",
-        ),
+        (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
         # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
         (r"^(Process [\w-]+):\s*$", "multiprocessing"),
         (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
@@ -93,14 +93,51 @@ _NATIVE = tuple(
             r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
             LOGGED,
         ),
-        (
-            r"(mpirun (?:detected that one or more processes exited with non-zero status|noticed that process).*)",
-            "mpirun",
-        ),
-        (r"(.*(?:undefined symbol: |cannot open shared object file|error while loading shared libraries).*)", "loader"),
+        (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),
+        (r"undefined symbol: |cannot open shared object file|error while loading shared libraries", "loader"),
     )
 )
+# a word each _NATIVE pattern needs (but the prompt's), for a cheap first look at a line
+_WORDS = (
+    "terminate called",
+    "what()",
+    "panic",
+    "fatal",
+    "Fatal",
+    "ault",
+    "Abort",
+    "abort",
+    "Killed",
+    "killed",
+    "exception",
+    "nstruction",
+    "SIG",
+    "ignal",
+    "xit",
+    "oom-killer",
+    "Out of memory",
+    "rror",
+    "CUDA",
+    "cuda",
+    "NCCL",
+    "nccl",
+    "in use",
+    "bind",
+    "unknown",
+    "unrecognized",
+    "invalid",
+    "Process ",
+    "ERROR",
+    "FATAL",
+    "CRITICAL",
+    "[E]",
+    "level",
+    "mpirun",
+    "symbol",
+    "shared ",
+)
 _MESSAGE_CHARS = 300
+LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
 _GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
 _RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
@@ -146,7 +183,7 @@ def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
     """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end."""
     state = _State(first_line_no)
     for i, line in enumerate(lines):
-        for part in _parts(line):
+        for part in _parts(line[:LINE_CHARS]):
             state.take(strip(part), i, _GLOG.search(part))
     state.cut()
     state.close()
@@ -270,10 +307,13 @@ def _flat_frame(stripped: str, prev: str) -> bool:
 
 
 def _native(text: str) -> tuple[str, str] | None:
+    if not any(word in text for word in _WORDS) and not text.rstrip().endswith(("$", "#")):
+        return None  # most lines: no word any native report needs (a substring test, not 20 searches)
     for pattern, kind in _NATIVE:
         found = pattern.search(text)
         if found is not None:
-            return kind, found.group(1).strip()[:_MESSAGE_CHARS]
+            said = found.group(1) if pattern.groups else text
+            return kind, said.strip()[:_MESSAGE_CHARS]
     return None
 
 
