@@ -10,6 +10,7 @@ Sources are cited as `S <library> <file>`: what raises the exception or prints t
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -176,16 +177,19 @@ class _Compiled:
     message: re.Pattern[str] | None
 
 
-_COMPILED = tuple(
-    _Compiled(e, re.compile(rf"(?:{e.type})\Z") if e.type else None, re.compile(e.message) if e.message else None)
-    for e in TABLE
-)
+@functools.cache
+def _compiled() -> tuple[_Compiled, ...]:
+    """The table's regexes, compiled when the first error is looked up (not at import)."""
+    return tuple(
+        _Compiled(e, re.compile(rf"(?:{e.type})\Z") if e.type else None, re.compile(e.message) if e.message else None)
+        for e in TABLE
+    )
 
 
 def class_of(kind: str, message: str) -> tuple[str, Entry | None]:
     """The class of an error of type `kind` saying `message`, and the entry that names it."""
     text = f"{kind}: {message}"
-    for c in _COMPILED:
+    for c in _compiled():
         if c.type is not None and not c.type.match(kind):
             continue
         if c.message is not None and not c.message.search(text):

@@ -16,6 +16,7 @@ Each error is given its class by causes.py's one table. This reads a finished lo
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -46,58 +47,54 @@ LOGGED = "logged error"  # a log record at error level: an error, not a report o
 PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
 ENDING = (LOGGED, PROMPT)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
-# native reports: (regex, kind); the message is the regex's group 1 (or the whole line)
 # native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
 # group 1, or the whole line where it has none. No pattern starts with `.*`: a search that
 # does is quadratic on a long line.
-_NATIVE = tuple(
-    (re.compile(p), kind)
-    for p, kind in (
-        (r"terminate called after throwing an instance of '([^']+)'", "C++"),
-        (r"^\s*what\(\):\s*(.+)", "C++ what()"),
-        (r"thread '[^']*' panicked at (.+)", "Rust panic"),
-        (r"^panic: (.+)", "Go panic"),
-        (r"^fatal error: (.+)", "Go fatal error"),
-        (r"^(Fatal Python error: .+)", "Fatal Python error"),
-        # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
-        # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
-        (
-            r"^(?:zsh: |\[\d+\][+-]?\s+|(?:[\w./-]+: )?line \d+:\s+|\s*)(?:\d+\s+)?"
-            r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction"
-            r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
-            r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
-            "shell",
-        ),
-        (
-            r"\*\*\* SIGSEGV received|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
-            r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
-            r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
-            r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
-            "signal",
-        ),
-        (r"^Out of memory: Killed process |invoked oom-killer", "kernel"),
-        (r"(?:CUDA|Cuda) error\b|\bcudaError\w+|CUDA_ERROR_\w+|\bcudaMalloc\w* failed\b", "CUDA"),
-        (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
-        (
-            r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
-            r"|\blisten (?:tcp|udp)\d? \S+: bind: ",
-            "bind",
-        ),
-        (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
-        (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
-        # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
-        (r"^(Process [\w-]+):\s*$", "multiprocessing"),
-        (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
-        (
-            r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
-            r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
-            LOGGED,
-        ),
-        (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),
-        (r"undefined symbol: |cannot open shared object file|error while loading shared libraries", "loader"),
-    )
+_NATIVE_PATTERNS = (
+    (r"terminate called after throwing an instance of '([^']+)'", "C++"),
+    (r"^\s*what\(\):\s*(.+)", "C++ what()"),
+    (r"thread '[^']*' panicked at (.+)", "Rust panic"),
+    (r"^panic: (.+)", "Go panic"),
+    (r"^fatal error: (.+)", "Go fatal error"),
+    (r"^(Fatal Python error: .+)", "Fatal Python error"),
+    # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
+    # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
+    (
+        r"^(?:zsh: |\[\d+\][+-]?\s+|(?:[\w./-]+: )?line \d+:\s+|\s*)(?:\d+\s+)?"
+        r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction"
+        r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
+        r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
+        "shell",
+    ),
+    (
+        r"\*\*\* SIGSEGV received|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
+        r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
+        r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
+        r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
+        "signal",
+    ),
+    (r"^Out of memory: Killed process |invoked oom-killer", "kernel"),
+    (r"(?:CUDA|Cuda) error\b|\bcudaError\w+|CUDA_ERROR_\w+|\bcudaMalloc\w* failed\b", "CUDA"),
+    (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
+    (
+        r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
+        r"|\blisten (?:tcp|udp)\d? \S+: bind: ",
+        "bind",
+    ),
+    (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
+    (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
+    # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
+    (r"^(Process [\w-]+):\s*$", "multiprocessing"),
+    (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
+    (
+        r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
+        r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
+        LOGGED,
+    ),
+    (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),
+    (r"undefined symbol: |cannot open shared object file|error while loading shared libraries", "loader"),
 )
-# a word each _NATIVE pattern needs (but the prompt's), for a cheap first look at a line
+# a word each _NATIVE_PATTERNS pattern needs (but the prompt's), for a cheap first look at a line
 _WORDS = (
     "terminate called",
     "what()",
@@ -306,10 +303,16 @@ def _flat_frame(stripped: str, prev: str) -> bool:
     return stripped.startswith('File "') or prev.lstrip().startswith('File "')
 
 
+@functools.cache
+def _native_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Compiled when a line first holds one of their words (a short clean log needs none)."""
+    return tuple((re.compile(p), kind) for p, kind in _NATIVE_PATTERNS)
+
+
 def _native(text: str) -> tuple[str, str] | None:
     if not any(word in text for word in _WORDS) and not text.rstrip().endswith(("$", "#")):
         return None  # most lines: no word any native report needs (a substring test, not 20 searches)
-    for pattern, kind in _NATIVE:
+    for pattern, kind in _native_patterns():
         found = pattern.search(text)
         if found is not None:
             said = found.group(1) if pattern.groups else text
