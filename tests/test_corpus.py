@@ -33,7 +33,8 @@ CORPUS = Path(__file__).parent / "corpus"
 ITEMS: list[dict[str, Any]] = yaml.safe_load((CORPUS / "labels.yaml").read_text())["items"]
 SIGS = load_packs(builtin_packs(), Path("."))
 TARGET = 0.95  # the first 92 logs
-WHOLE_FLOOR = 0.87  # the whole corpus with batch 2 (issue 21 aims at 0.97: not reached yet)
+WHOLE_FLOOR = 0.95  # the whole corpus with batch 2 (issue 21 aims at 0.97: not reached yet)
+HELD_OUT_FLOOR = 0.90  # leave-thread-out on the whole corpus
 CITATION = re.compile(
     r"([A-Za-z][\w./-]*)?(?: ?PR)?#(\d+)"
 )  # "vllm#7800", "sgl-project/sglang#552", "sglang PR#10062", "#5828"
@@ -150,6 +151,7 @@ def test_corpus_score(scored: list[Scored], held: list[Scored]) -> None:
     first = [s for s in scored if not s.item["id"].startswith("b2-")]
     assert sum(s.right for s in first) >= TARGET * len(first), text
     assert sum(s.right for s in scored) >= WHOLE_FLOOR * len(scored), text
+    assert sum(h.right for h in held) >= HELD_OUT_FLOOR * len(held), text
 
 
 def test_cited_threads_reads_the_packs_citations() -> None:
@@ -171,9 +173,11 @@ def test_held_out_uses_no_signature_that_cites_the_log(held: list[Scored]) -> No
     assert [h.item["id"] for h in held if h.got.signature in fitted(h.item)] == []
 
 
-def test_no_failed_or_stalled_launch_is_called_ready(scored: list[Scored]) -> None:
-    called_ready = [s.item["id"] for s in scored if s.got.outcome == "ready" and s.item["outcome"] != "ready"]
-    assert called_ready == []
+def test_no_failed_or_stalled_launch_is_called_ready(scored: list[Scored], held: list[Scored]) -> None:
+    """Not with every signature, nor leaving a log's own thread out."""
+    for some in (scored, held):
+        called_ready = [s.item["id"] for s in some if s.got.outcome == "ready" and s.item["outcome"] != "ready"]
+        assert called_ready == []
 
 
 def test_the_server_given_never_turns_a_failed_launch_into_ready() -> None:
