@@ -112,7 +112,12 @@ def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading
 
 def _failed(reading: Reading, causes: list[Cause]) -> Reading:
     assert reading.evidence is not None
-    root = root_of(causes, end=reading.evidence.line_no + CAUSE_BELOW)
+    at = reading.evidence.line_no
+    # what follows the deciding line: its traceback (`logger.exception`), not a death it caused
+    # unless the deciding line reports a death itself, whose details follow it (Open MPI's signal report)
+    died = any(c.line_no == at and c.type in DEATHS for c in causes)
+    near = [c for c in causes if c.line_no <= at or (c.line_no <= at + CAUSE_BELOW and (died or c.type not in DEATHS))]
+    root = root_of(near)
     if root is None:
         return reading
     primary, secondary = reading.failure_class, list(reading.secondary_classes)

@@ -67,7 +67,8 @@ _NATIVE_PATTERNS = (
         "shell",
     ),
     (
-        r"\*\*\* SIGSEGV received|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
+        r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"
+        r"|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
         r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
         r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
         r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
