@@ -86,8 +86,8 @@ def complete(words: str) -> list[str]:
 
 def test_the_shell_completes_commands_options_and_choices():
     assert complete("diagbench rep") == ["report"]
-    assert complete("diagbench report --fo") == ["--format"]
-    assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html"]
+    assert complete("diagbench report --form") == ["--format"]
+    assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html", "issue"]
     assert "--resume" in complete("diagbench run --re")
     demo = str(ROOT / "experiments" / "demo.yaml")
     assert complete(f"diagbench plan {demo} --only k") == ["kernel=mma", "kernel=stock"]
@@ -185,7 +185,7 @@ def rec(cell: str, outcome: str, attempt: str = "", failure_class: str | None = 
         params={},
         command=[],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         failure_class=failure_class,
     )
 

@@ -104,7 +104,7 @@ def test_each_malformed_part_is_named_and_the_rest_read() -> None:
 
 
 def test_a_record_of_an_attempt_that_never_launched_is_the_same_whoever_planned_it(tmp_path: Path) -> None:
-    from diagbench.execute.slurm.jobs import JobFile
+    from diagbench.execute.remote.files import JobFile
 
     spec = _spec(tmp_path)
     item = plan_attempts(spec.cells, 1)[1]

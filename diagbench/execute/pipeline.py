@@ -11,6 +11,7 @@ from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
+from diagbench.execute.plugin import Build
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
@@ -131,7 +132,7 @@ def _launch_and_judge(
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
-    executor = placement.executor(spec, run_dir, slots, decider, done, todo)
+    executor = placement.executor(Build(spec, run_dir, slots, decider, done, todo))
     secrets = server_redactor(spec.server)
     scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done, secrets)
     order = {p.name: i for i, p in enumerate(planned)}

@@ -119,6 +119,11 @@ def _has_port(space: CommandSpace) -> bool:
     return all(any("{port}" in w for w in (*line.words, *line.env.values()) if w) for line in lines)
 
 
+def server_spec(rules: ServerRules, cwd: Path) -> ServerSpec:
+    """The server rules of a pasted command line (each launch's whole argv is its cell's)."""
+    return _server(rules, cwd)
+
+
 def _server(rules: ServerRules, cwd: Path) -> ServerSpec:
     packs = rules.signatures or tuple(builtin_packs())
     try:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from diagbench.execute.cancel import Cancel
+from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
-from diagbench.execute.local import LocalExecutor
+from diagbench.execute.plugin import Build
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.problem import Problem
@@ -25,6 +26,7 @@ from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
@@ -41,6 +43,9 @@ class IsolateOptions:
     parallel: int | None = 1  # launches at once; None: one per GPU slot (one without GPUs)
     gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
     slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
+    # where the probes run, placed as `run` places attempts; on this host: a probe's cell is made
+    # during the search, and a remote worker finds its cell in the spec file
+    executor: ExecutorSpec = field(default_factory=lambda: ExecutorSpec(ExecutorKind.LOCAL))
 
 
 class IsolateEvents(RunEvents, Protocol):
@@ -73,9 +78,10 @@ def isolate(
 ) -> IsolateResult:
     """Open the run, launch the baselines, search, and write isolation.json (interrupted or not).
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
+    placement = place(problem.spec, options.executor, options.runs_dir, None)
     slots = options.slots or isolation_slots(problem, options)
-    run_dir = open_isolation(problem, options, slots, events)
-    prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel())
+    run_dir = open_isolation(problem, options, slots, events, placement)
+    prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel(), placement)
     try:
         isolation = _search(problem, prober, options)
     finally:
@@ -91,8 +97,11 @@ def isolation_slots(problem: Problem, options: IsolateOptions) -> SlotPlan:
     return resolve_slots(problem.spec, options.gpus, problem.usable_parallel(options.parallel))
 
 
-def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents) -> RunDir:
+def open_isolation(
+    problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents, placement: Placement | None = None
+) -> RunDir:
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
+    placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id)
     settings = RunSettings(
@@ -101,6 +110,7 @@ def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, e
         gpus=tuple(slots.offer.ids),
         gpus_per_attempt=slots.per_attempt,
         slots=tuple(tuple(slot.gpus) for slot in slots.slots),
+        executor=placement.to_json(),
         isolate=True,
     )
     facts = host.collect(problem.spec.path.resolve().parent)
@@ -167,10 +177,12 @@ class Prober:
         events: IsolateEvents,
         slots: SlotPlan,
         cancel: Cancel,
+        placement: Placement | None = None,
     ):
+        placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
         self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
         self.cancel = cancel
-        self.executor = LocalExecutor(problem.server, run_dir, slots)
+        self.executor = placement.executor(Build(problem.spec, run_dir, slots))
         self.slots = list(slots.slots)
         self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
         self.target: Target | None = None

@@ -39,12 +39,8 @@ class PlannedEntry:
     args: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat}
-        if self.params is not None:
-            data["params"] = dict(self.params)
-        if self.args is not None:
-            data["args"] = list(self.args)
-        return data
+        given = _present(params=self.params and dict(self.params), args=_plain(self.args))
+        return {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat, **given}
 
     @classmethod
     def from_json(cls, data: Any) -> PlannedEntry:
@@ -74,12 +70,8 @@ class CellEntry:
         return CellRow(self.cell_id, self.params)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"cell_id": self.cell_id, "params": dict(self.params)}
-        if self.args is not None:
-            data["args"] = list(self.args)
-        if self.env is not None:
-            data["env"] = dict(self.env)
-        return data
+        given = _present(args=_plain(self.args), env=None if self.env is None else dict(self.env))
+        return {"cell_id": self.cell_id, "params": dict(self.params), **given}
 
     @classmethod
     def from_json(cls, data: Any) -> CellEntry:
@@ -106,6 +98,7 @@ class RunSettings:
     fail_fast: bool | None = None
     executor: Mapping[str, Any] | None = None  # the executor's own settings, `kind` first
     isolate: bool = False  # an isolation run (`diagbench isolate`): no plan ahead
+    triage: Mapping[str, Any] | None = None  # a triage run's own settings (`diagbench triage`): {first, price}
 
     @property
     def executor_kind(self) -> str | None:
@@ -136,6 +129,8 @@ class RunSettings:
             data |= {"stop_when_decided": self.stop_when_decided, "fail_fast": bool(self.fail_fast)}
         if self.executor is not None:
             data["executor"] = dict(self.executor)
+        if self.triage is not None:
+            data["triage"] = dict(self.triage)
         return data
 
     @classmethod
@@ -159,6 +154,7 @@ class RunSettings:
             fail_fast=data["fail_fast"] is True if "fail_fast" in data else None,
             executor=dict(executor) if isinstance(executor, dict) else None,
             isolate=data.get("isolate") is True,
+            triage=dict(data["triage"]) if isinstance(data.get("triage"), dict) else None,
         )
         try:
             parse_gpu_request(",".join(settings.gpus or ["all"]))  # checked here: resuming relies on it

@@ -259,6 +259,7 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         reason=redactor.log(record.reason),
         evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
         cause={**record.cause, "message": redactor.cut(str(record.cause.get("message", "")))} if record.cause else None,
+        hang=redactor.deep(record.hang) if record.hang else None,  # frames and notes can carry argv
     )
 
 
