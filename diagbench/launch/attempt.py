@@ -14,6 +14,7 @@ from typing import Any
 
 from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.caches import compile_caches
+from diagbench.launch.cause import with_cause
 from diagbench.launch.command import build_command, build_env, probe_url
 from diagbench.launch.deaths import Death, Descendants
 from diagbench.launch.hang import HangCheck, faulthandler_env
@@ -141,6 +142,7 @@ def run_attempt(
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
+        record = with_cause(record, folder / "server.log", stats)
         phases = _timeline(watch.phases, t0, decision.at)
         return replace(record, phases=phases, price=price, **hang.fields())
 
@@ -280,7 +282,7 @@ def _watch(proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Sup
                     reader.pump()
                     if reader.eof:
                         sel.unregister(proc.pipe)
-                    for fd in descendants.refresh():  # it writes, so it may have started workers
+                    for fd in () if watch.decision else descendants.refresh():  # it writes: new workers?
                         sel.register(fd, selectors.EVENT_READ, "death")
                 elif key.data == "http":
                     _http_news(watch, readiness)
