@@ -43,6 +43,9 @@ def isolate(
         int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
     ] = None,
     gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    no_gpu_leases: Annotated[
+        bool, typer.Option("--no-gpu-leases", help="run even where GPUs cannot be leased (warned)")
+    ] = False,
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
@@ -52,6 +55,7 @@ def isolate(
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.execute.slots import lease_notes
     from diagbench.isolate.run import IsolateOptions, isolation_slots
     from diagbench.isolate.run import isolate as run_isolation
     from diagbench.render.isolation import IsolationProgress, render_factors
@@ -73,6 +77,8 @@ def isolate(
     slots = guarded(lambda: isolation_slots(problem, options))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
+    for note in guarded(lambda: lease_notes(slots, no_gpu_leases)):
+        err.print(f"diagbench: {note}", markup=False)
     options = dataclasses.replace(options, slots=slots)
     cancel = Cancel()
     # from here on a signal stops the isolation in order: the running launches are torn down
