@@ -29,6 +29,7 @@ import psutil
 
 from diagbench.errors import LaunchError
 from diagbench.launch.shared import Unusable, open_folder, open_lock
+from diagbench.safetext import one_line
 
 # Ports are the host's, so every diagbench on it must find the same folder, whatever its
 # TMPDIR (a Slurm job's, a CI job's, macOS's per-user one) or its user: /tmp is that place
@@ -228,5 +229,5 @@ def port_holder(port: int) -> str | None:
         for conn in psutil.net_connections(kind="inet"):
             if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
                 proc = psutil.Process(conn.pid)
-                return f"pid {conn.pid} ({' '.join(proc.cmdline())[:120]})"
+                return f"pid {conn.pid} ({one_line(' '.join(proc.cmdline()))[:120]})"
     return "another process"

@@ -27,6 +27,7 @@ import psutil
 from diagbench.errors import LaunchError
 from diagbench.launch.tags import TAG_VAR, Tag
 from diagbench.records.record import Killed
+from diagbench.safetext import one_line
 
 KILL_CONFIRM_S = 5.0  # after SIGKILL, how long to wait for the kernel to reap
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -277,7 +278,7 @@ def _send(proc: psutil.Process, sig: signal.Signals) -> None:
 
 def _name(proc: psutil.Process) -> str:
     try:
-        return proc.name()
+        return one_line(proc.name())  # a process names itself (prctl): its escapes are shown, never obeyed
     except psutil.Error:
         return "?"
 
