@@ -4,9 +4,8 @@ hypotheses, schedule the attempts on an executor, judge. Core only: it never pri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
@@ -17,7 +16,7 @@ from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
-from diagbench.records.manifest import build_manifest
+from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import (
@@ -95,7 +94,7 @@ def execute(
             slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned) - len(done))
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
-            settings = {**_settings(options, slots), "executor": placement.to_json()}
+            settings = replace(_settings(options, slots), executor=placement.to_json())
             run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
@@ -147,18 +146,18 @@ def _launch_and_judge(
     return result
 
 
-def _settings(options: RunOptions, slots: SlotPlan) -> dict[str, Any]:
+def _settings(options: RunOptions, slots: SlotPlan) -> RunSettings:
     """The options a run was started with, for its manifest."""
-    return {
-        "only": list(options.only),
-        "repeat": options.repeat,
-        "parallel": options.parallel,
-        "gpus": list(slots.offer.ids),
-        "gpus_per_attempt": slots.per_attempt,
-        "slots": [list(slot.gpus) for slot in slots.slots],
-        "stop_when_decided": options.stop_when_decided,
-        "fail_fast": options.fail_fast,
-    }
+    return RunSettings(
+        only=options.only,
+        repeat=options.repeat,
+        parallel=options.parallel,
+        gpus=tuple(slots.offer.ids),
+        gpus_per_attempt=slots.per_attempt,
+        slots=tuple(tuple(slot.gpus) for slot in slots.slots),
+        stop_when_decided=options.stop_when_decided,
+        fail_fast=options.fail_fast,
+    )
 
 
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:
@@ -169,7 +168,7 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
         loaded = load_run(path)
         if loaded.unreadable:  # relaunching would overwrite it: what it holds is not ours to lose
             raise UserError("\n".join(f"{u}; resume would overwrite it: move it away first" for u in loaded.unreadable))
-        if loaded.manifest.get("spec_sha256") != spec.sha256:
+        if loaded.manifest.spec_sha256 != spec.sha256:
             raise UserError(
                 f"{path}: the spec changed since this run started (its sha256 differs); "
                 "resume with the spec it was started with, or start a new run"
@@ -178,10 +177,6 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
         run_dir.release()
         raise
     cells = {c.id: c for c in spec.cells}
-    planned = [
-        PlannedAttempt(cells[a["cell_id"]], int(a["repeat"]))
-        for a in loaded.manifest.get("attempts", [])
-        if a.get("cell_id") in cells
-    ]
+    planned = [PlannedAttempt(cells[a.cell_id], a.repeat) for a in loaded.manifest.attempts if a.cell_id in cells]
     done = [r for r in loaded.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)]
     return run_dir, planned, done

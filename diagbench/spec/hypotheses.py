@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 
 from diagbench.spec.matrix import Axis, Cell, parse_selector
-from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, Outcome, outcome_label
+from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, FailureClass, Outcome, outcome_label
 from diagbench.yamlsrc import Src, suggest
 
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
@@ -21,10 +21,12 @@ class Condition:
     """An outcome, optionally narrowed to a failure class: `failed:oom`."""
 
     outcome: Outcome
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if self.failure_class is not None:
+            object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
 
     def holds(self, record: Ended) -> bool:
         if record.outcome != self.outcome:
@@ -87,9 +89,10 @@ class Expectation:
 
 def _condition_of(text: str) -> Condition:
     outcome, _, cls = _string(text).partition(":")
-    if cls and cls not in FAILURE_CLASSES:
+    failure_class = FailureClass.of(cls) if cls else None
+    if cls and failure_class is None:
         raise ValueError(f"unknown failure class {cls!r}")
-    return Condition(Outcome(outcome), cls or None)
+    return Condition(Outcome(outcome), failure_class)
 
 
 def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -127,11 +130,12 @@ def _condition(item: Src) -> Condition:
     outcome, _, cls = text.partition(":")
     if outcome not in CONDITION_OUTCOMES:
         raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
-    if cls and cls not in FAILURE_CLASSES:
+    failure_class = FailureClass.of(cls) if cls else None
+    if cls and failure_class is None:
         raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
     if cls and outcome != Outcome.FAILED.value:
         raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-    return Condition(Outcome(outcome), cls or None)
+    return Condition(Outcome(outcome), failure_class)
 
 
 def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:
