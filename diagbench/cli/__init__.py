@@ -5,8 +5,11 @@ Each command lives in the module named for what it does; importing them register
 from __future__ import annotations
 
 from diagbench.cli import cleanup, inspect, isolate, run, schema, worker  # noqa: F401  (registers the commands)
-from diagbench.cli.app import app
+from diagbench.cli.app import app, output_cut_exit
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        raise SystemExit(output_cut_exit(done.code)) from None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from diagbench.cli.app import Format, app, err, guarded, out
+from diagbench.cli.app import Format, app, err, guarded, out, write_out
 from diagbench.cli.checks import check_launchable, say_problems
 from diagbench.cli.conventions import complete_only
 from diagbench.render.text import visible
@@ -67,7 +67,7 @@ def plan(
         err.print(f"diagbench: note: {note}", markup=False)
     planned = guarded(lambda: plan_of(loaded, only or [], slots, stop_when_decided, repeat))
     if as_json:
-        sys.stdout.write(plan_json(planned))
+        write_out(plan_json(planned))
     else:
         out.print(visible(render_plan(planned)), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
@@ -102,7 +102,7 @@ def report(
         if format is Format.table:  # its steps say more than its cells
             out.print(render_isolation(isolation))
         else:
-            sys.stdout.write(DOCUMENTS[format.value](view, isolation))
+            write_out(DOCUMENTS[format.value](view, isolation))
         raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
         out.print(render_table(view))
@@ -113,7 +113,7 @@ def report(
             Format.json: render_json,
             Format.junit: render_junit,
         }
-        sys.stdout.write(renderers.get(format, render_html)(view))
+        write_out(renderers.get(format, render_html)(view))
     say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
 
@@ -151,7 +151,7 @@ def classify(
     if str(logfile) != "-":
         result = redact_classification(guarded(lambda: classify_file(logfile, sigs, engine.value, given)), secrets)
         if as_json:
-            sys.stdout.write(json.dumps(result.to_json()) + "\n")
+            write_out(json.dumps(result.to_json()) + "\n")
             return
         shown = context(logfile, result.line_no) if result.line_no else []
     else:
@@ -161,7 +161,7 @@ def classify(
             result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy, given))
             result = redact_classification(result, secrets)
             if as_json:
-                sys.stdout.write(json.dumps(result.to_json()) + "\n")
+                write_out(json.dumps(result.to_json()) + "\n")
                 return
             copy.seek(0)
             shown = context(copy, result.line_no) if result.line_no else []
@@ -191,7 +191,7 @@ def list_signatures(
     if signature_id is not None:
         sigs = [guarded(lambda: _one_signature(sigs, signature_id))]
     if as_json:
-        sys.stdout.write(json.dumps([signature_json(s) for s in sigs], indent=2) + "\n")
+        write_out(json.dumps([signature_json(s) for s in sigs], indent=2) + "\n")
     elif full or signature_id is not None:
         for i, s in enumerate(sigs):
             for line in ([""] if i else []) + render_signature(s):
@@ -223,7 +223,7 @@ def diff(
     if chosen is DiffFormat.text:
         out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
     else:
-        sys.stdout.write((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
+        write_out((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
         say_problems(a, b)
         raise typer.Exit(ExitCode.USAGE)

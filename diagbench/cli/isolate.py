@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, write_report
+from diagbench.cli.app import app, err, guarded, out, write_out, write_report
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
@@ -112,7 +111,7 @@ def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
 
     isolation = result.isolation
     if as_json:
-        sys.stdout.write(json.dumps(isolation.to_json(), indent=2) + "\n")
+        write_out(json.dumps(isolation.to_json(), indent=2) + "\n")
     else:
         out.print(render_isolation(isolation))
     if isolation.status.exit_code != ExitCode.OK:

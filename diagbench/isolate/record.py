@@ -27,18 +27,21 @@ class Status(str, Enum):
     NOT_ISOLABLE = "not_isolable"  # unresolved or flaky probes hide it
     BAD_BASELINE = "bad_baseline"  # good did not come up, or bad did
     INTERRUPTED = "interrupted"
+    WRITE_FAILED = "write_failed"  # a record or log could not be written (a full disk): stopped, exit 2
 
     def __str__(self) -> str:
         return self.value
 
     @property
     def exit_code(self) -> int:
-        """0 culprit found, 1 not isolable, 2 a baseline that does not behave, 130 interrupted."""
+        """0 culprit found, 1 not isolable, 2 a baseline that does not behave or a write that
+        failed (a full disk), 130 interrupted."""
         return {
             Status.FOUND: ExitCode.OK,
             Status.NOT_ISOLABLE: NOT_ISOLABLE_EXIT,
             Status.BAD_BASELINE: ExitCode.USAGE,
             Status.INTERRUPTED: ExitCode.INTERRUPTED,
+            Status.WRITE_FAILED: ExitCode.USAGE,
         }[self]
 
 

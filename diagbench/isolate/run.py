@@ -5,6 +5,8 @@ only: it never prints."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from diagbench.errors import WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.local import LocalExecutor
@@ -68,6 +71,25 @@ class _Interrupted(Exception):
     pass
 
 
+class _WriteFailed(Exception):
+    """A record or log could not be written (a full disk): the search stops, said as such."""
+
+
+RESERVE = ".isolation-reserve"  # room kept for the last isolation.json: freed just before it is written
+RESERVE_BYTES = 256 << 10
+
+
+def _reserve(folder: Path) -> None:
+    """Hold some room on the run's file system, so that a disk the servers' logs fill up still
+    takes the isolation.json that says so (best effort: nothing if it cannot be had)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder / RESERVE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        finally:
+            os.close(fd)
+
+
 def isolate(
     problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel | None = None
 ) -> IsolateResult:
@@ -75,12 +97,14 @@ def isolate(
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
     slots = options.slots or isolation_slots(problem, options)
     run_dir = open_isolation(problem, options, slots, events)
+    _reserve(run_dir.path)
     prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel())
     try:
         isolation = _search(problem, prober, options)
     finally:
         if cancel is None:
             prober.cancel.close()
+    (run_dir.path / RESERVE).unlink(missing_ok=True)
     write_json(run_dir.path / FILENAME, isolation.to_json())
     run_dir.write_verdicts([])  # a normal run directory, though an isolation judges no hypothesis
     return IsolateResult(run_dir, isolation, tuple(prober.harness_errors))
@@ -120,6 +144,8 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
+    except _WriteFailed as failed:
+        return prober.isolation(Status.WRITE_FAILED, f"stopped: {failed}", ())
     except (_Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
@@ -206,9 +232,11 @@ class Prober:
         out = [[by_name[item.name] for item in group] for group in groups]
         for (applied, _), records in zip(probes, out, strict=True):
             self.launched[self._key(applied)] = records
-        if scheduled.interrupted:
+        if scheduled.interrupted or scheduled.write_error is not None:
             for (applied, baseline), records in zip(probes, out, strict=True):
                 self.add_step(applied, records, baseline)
+            if scheduled.write_error is not None:  # a full disk stopped it, not a signal
+                raise _WriteFailed(str(scheduled.write_error))
             raise _Interrupted
         return out
 
@@ -229,7 +257,8 @@ class Prober:
         self.steps.append(step)
         # on disk at once: a diagbench killed mid-search leaves an isolation `report` can read
         partial = self.isolation(Status.INTERRUPTED, "stopped before the search ended (diagbench was killed?)", ())
-        write_json(self.run_dir.path / FILENAME, partial.to_json())
+        with contextlib.suppress(WriteError):  # a full disk: the search stops on the launches' own write error
+            write_json(self.run_dir.path / FILENAME, partial.to_json())
         self.events.on_step(step)
 
     def isolation(
