@@ -31,6 +31,7 @@ from diagbench.safetext import one_line
 
 KILL_CONFIRM_S = 5.0  # after SIGKILL, how long to wait for the kernel to reap
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PR_SET_CHILD_SUBREAPER = 36  # kept across exec: the server's orphaned descendants become its children
 _SIGKILL = int(signal.SIGKILL)
 
 
@@ -131,6 +132,9 @@ def _die_with_parent() -> Callable[[], None] | None:
 
     def child() -> None:
         prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        # a descendant that double-forks, leaves the group and drops the tag variables is
+        # reparented to the server's main process, not to init: still its descendant, found
+        prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if os.getppid() != parent:  # diagbench died between fork and prctl
             os._exit(1)
 
