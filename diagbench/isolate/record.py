@@ -15,6 +15,7 @@ from typing import Any
 from diagbench.errors import RecordError
 from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.search import Result, Target
+from diagbench.records.files import read_regular
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
 ISOLATION_VERSION = 1
@@ -162,10 +163,10 @@ def _factor(data: Mapping[str, Any]) -> Factor:
 def read_isolation(run_dir: Path) -> Isolation | None:
     """The isolation of a run directory, or None when it is a matrix run."""
     path = run_dir / FILENAME
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, 64 << 20).decode("utf-8"))  # never through a link, nor a FIFO
     except (OSError, ValueError) as exc:
         raise RecordError(f"{path}: unreadable ({exc})") from None
     if not isinstance(data, dict):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.records.files import open_regular
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor, redact_record, run_redactor
@@ -89,10 +90,8 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
     """The end of a server log; nothing for anything but a regular file: a FIFO would block, and
     a link could show another file (diagbench writes neither)."""
-    if path.is_symlink() or not path.is_file():
-        return ""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(0, 2)
             handle.seek(max(0, handle.tell() - size))
             return handle.read().decode("utf-8", errors="replace")
