@@ -9,7 +9,7 @@ import contextlib
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -144,6 +144,12 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
+        if options.repeat == 1 and culprit:  # single launches decided it: launch it again before naming it
+            unconfirmed, note = prober.confirm(tuple(culprit), names)
+            unconfirmed = unconfirmed or contradicted(culprit, known)
+            notes = (*notes, note) if note else notes
+            if unconfirmed:
+                return prober.isolation(Status.NOT_ISOLABLE, unconfirmed, (), notes, suspects(names, known))
     except _WriteFailed as failed:
         return prober.isolation(Status.WRITE_FAILED, f"stopped: {failed}", ())
     except (_Interrupted, KeyboardInterrupt):
@@ -154,6 +160,16 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     if not conclusion.isolated:
         return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
     return prober.isolation(Status.FOUND, "", culprit, notes)
+
+
+def contradicted(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> str | None:
+    """Why the launches so far contradict a culprit (as a flaky target does), or None: a
+    launch holding all of it (and more) that came up."""
+    whole = frozenset(culprit)
+    for probe, judged in known.items():
+        if whole <= probe and judged.result is Result.PASS:
+            return f"flaky: a launch with {' + '.join(culprit)} came up (try a larger --repeat)"
+    return None
 
 
 def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
@@ -218,6 +234,27 @@ class Prober:
             out.append(judge_launches(records, self.target))
             self.add_step(names, records, None)
         return out
+
+    def confirm(self, culprit: tuple[str, ...], names: Sequence[str]) -> tuple[str | None, str | None]:
+        """At --repeat 1 a flaky target can make the search keep an innocent factor (the launch
+        without it happened to come up). So the culprit is launched twice more, without each
+        of its factors once more, and its complement once: (why it does not stand, a note)."""
+        assert self.target is not None
+        rest = tuple(n for n in names if n not in culprit)
+        less = [tuple(n for n in culprit if n != f) for f in culprit] if len(culprit) > 1 else []
+        probes = [tuple(sorted(p, key=self.order.__getitem__)) for p in [culprit, culprit, *less, rest]]
+        results = self.launch([(p, None) for p in probes])
+        for probe, records in zip(probes, results, strict=True):
+            self.add_step(probe, records, None)
+        shown, retry = " + ".join(culprit), "(try a larger --repeat)"
+        if judge_launches([*results[0], *results[1]], self.target).result is not Result.FAIL:
+            return f"flaky: {shown} did not bring the target again when launched again {retry}", None
+        for factor, records in zip(culprit, results[2 : 2 + len(less)], strict=False):
+            if judge_launches(records, self.target).reproduced:
+                return f"flaky: without {factor} the target came too, when launched again {retry}", None
+        if rest and judge_launches(results[-1], self.target).reproduced:
+            return None, f"the target also came without {shown}: another cause may be among the other factors"
+        return None, None
 
     def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
