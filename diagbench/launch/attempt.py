@@ -189,11 +189,25 @@ def _supervise(
             decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
         reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
     finally:
+        before = proc.exit_code()  # it may have ended on its own after the decision (exit 0 after ready)
         teardown = stop_tree(proc, server.grace, hurry)
         _drain(reader)
         proc.close()
         readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
-    return decision, teardown
+    return _with_exit(decision, before, proc.exit_code()), teardown
+
+
+def _with_exit(decision: Decision, before: int | None, after: int | None) -> Decision:
+    """The decision with the main process's real end where the decision came before it: its
+    exit code (or signal) if it ended on its own before teardown, its exit code if it ended
+    with one while the teardown's SIGTERM met it already exiting; a death by our signal is
+    the teardown's, not the server's, and stays unrecorded."""
+    if decision.exit_code is not None or decision.signal is not None:
+        return decision
+    code = before if before is not None else (after if after is not None and after >= 0 else None)
+    if code is None:
+        return decision
+    return replace(decision, exit_code=code if code >= 0 else None, signal=-code if code < 0 else None)
 
 
 def _record(
