@@ -25,7 +25,9 @@ import re
 # C0 and C1 controls, DEL, zero-width and bidirectional formatting characters, lone
 # surrogates (from undecodable bytes) and the two non-characters XML refuses
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ud800-\udfff\ufffe\uffff]")
-_MARKDOWN = re.compile(r"([\\`*\[\]|])")
+# a backslash that would escape the punctuation after it, code and emphasis marks, a table's
+# pipe, and the `](` that makes a link or an image
+_MARKDOWN = re.compile(r"(\\(?=[!-/:-@\[-`{-~])|[`*|]|(?<=\])\()")
 
 
 def terminal(text: str, keep: str = "\t\n") -> str:

@@ -298,8 +298,11 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(read_regular(path, MAX_RECORD_BYTES).decode("utf-8"))  # never through a link, nor a FIFO
     except OSError as exc:
-        why = "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else exc.strerror
-        raise RecordError(f"cannot be read: {why}") from None
+        if exc.errno in (errno.ELOOP, errno.EINVAL):  # a link, a FIFO, a device: never followed nor read
+            raise RecordError(
+                "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else "not a regular file"
+            ) from None
+        raise RecordError(f"cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise RecordError("not UTF-8 text") from None
     except ValueError as exc:
