@@ -17,6 +17,7 @@ from diagbench.judge.cells import cell_counts, repeated
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
+from diagbench.render.hangs import hangs_markdown, outcome_words, saved_words
 from diagbench.safetext import one_line
 from diagbench.vocab import VerdictWord
 
@@ -87,7 +88,7 @@ def render_table(view: RunView) -> RenderableType:
             *(_text(r.params.get(axis, "")) for axis in axes),
             Text(str(r.repeat)),
             *([Text(_gpus(r))] if with_gpus else []),
-            Text(r.label, style=OUTCOME_STYLE.get(r.outcome, "")),
+            Text(outcome_words(r, short=True), style=OUTCOME_STYLE.get(r.outcome, "")),
             _text(r.phase or ""),
             Text(f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""),
             _text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
@@ -139,6 +140,8 @@ def _footer(view: RunView) -> str:
     state = "complete" if view.complete else "partial"
     tally = _tally(view)
     head = f"run {view.run_id} ({state}) at {view.path}" + (f"\n{tally}" if tally else "")
+    if saved := saved_words(view.records, view.timeout_s):
+        head += f"\n{saved}"
     if not view.verdicts:  # no hypotheses: no pre-registration to vouch for
         return head
     check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
@@ -174,6 +177,9 @@ def render_markdown(view: RunView, sections: Sequence[str] = ()) -> str:
     tally = _tally(view)
     if tally:
         out += [tally, ""]
+    if saved := saved_words(view.records, view.timeout_s):
+        out += [saved, ""]
+    out += hangs_markdown(view)
     for violation in view.violations:
         out.append(
             f"- **expect #{violation.expectation + 1} violated**: `{_code(violation.cell_id)}` wanted "
@@ -200,9 +206,9 @@ def _markdown_cells(view: RunView) -> list[str]:
         seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
         gpus = f" {_gpus(r)} |" if with_gpus else ""
         phase = _md(r.phase or "")
+        label = _md(outcome_words(r))
         out.append(
-            f"| `{_code(r.cell_id)}` | {r.repeat} |{gpus} {_md(r.label)} | {phase} | {seconds} "
-            f"| {_md(deciding_line(r))} |"
+            f"| `{_code(r.cell_id)}` | {r.repeat} |{gpus} {label} | {phase} | {seconds} | {_md(deciding_line(r))} |"
         )
     out.append("")
     return out

@@ -78,3 +78,5 @@ class Plan:
     slots: str | None = None  # the slots, in words (none: not resolved)
     gpus_in_use: bool = False
     launch_order: tuple[OrderedAttempt, ...] | None = None  # with --stop-when-decided only
+    stall_s: float | None = None  # server.stall (or --stall)
+    stacks: str = "on-timeout"  # when stacks are taken, or faulthandler
