@@ -253,6 +253,52 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return "expected one of: " + ", ".join(options)
 
 
+MAX_NODES = 100_000  # values in the document once every alias is expanded (a spec has hundreds)
+MAX_DEPTH = 64  # levels of nesting
+
+
+def check_size(node: yaml.Node, name: str) -> None:
+    """A document whose aliases expand to more than MAX_NODES values ("billion laughs"), that
+    nests deeper than MAX_DEPTH or whose alias holds itself: one SpecError, nothing expanded.
+    Sizes are counted once per node (aliases share their node), so this costs the document's
+    size, not its expansion's."""
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+    path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        here, after = stack.pop()
+        key, kids = id(here), _children(here)
+        if after:
+            path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(k)] for k in kids)
+            depths[key] = 1 + max((depths[id(k)] for k in kids), default=0)
+            _check_limits(here, name, sizes[key], depths[key])
+        elif key in path:
+            raise SpecError(name, here.start_mark.line + 1, "", "an alias refers to the value that holds it")
+        elif key not in sizes:
+            path.add(key)
+            stack.append((here, True))
+            stack.extend((k, False) for k in kids)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_limits(node: yaml.Node, name: str, size: int, depth: int) -> None:
+    line = node.start_mark.line + 1
+    if size > MAX_NODES:
+        fix = "aliases (*name) that repeat aliases multiply: write the values out, or fewer of them"
+        raise SpecError(name, line, "", f"this value expands to more than {MAX_NODES:,} values", fix)
+    if depth > MAX_DEPTH:
+        raise SpecError(name, line, "", f"nested more than {MAX_DEPTH} levels deep", "flatten the YAML")
+
+
 def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
     """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the text."""
     name = str(path)
@@ -268,6 +314,8 @@ def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
         raise SpecError(name, None, "", f"cannot be read: {exc.strerror}") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise SpecError(name, None, "", "nested too deeply for a spec", "flatten the YAML") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -277,6 +325,7 @@ def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
         raise SpecError(name, None, "", f"invalid YAML: {exc}") from None
     if node is None:
         raise SpecError(name, 1, "", "the file is empty", "a spec needs at least 'name' and 'server'")
+    check_size(node, name)
     root = Src(node, name, "")
     if not root.is_mapping():
         raise SpecError(name, root.line, "", f"expected a mapping of spec keys at the top, got {_shown(node)}")

@@ -13,6 +13,8 @@ Each argument is one action, done in order:
   worker=TITLE         a worker that names itself TITLE a second later, as setproctitle does
   kill-workers=SIG     send SIG to the workers (never reaped: they stay zombies, as a busy parent's do)
   daemon=PIDFILE       double-fork a grandchild that calls setsid, ignores SIGTERM, sleeps
+  vanish=PIDFILE       the same, but the grandchild also starts afresh without diagbench's tag
+                       variables (exec with a clean environment): neither group nor tag finds it
   progress=N           N tqdm-style "\\r" progress updates
   flood=MB             MB megabytes of log lines with binary junk every 1000 lines
   longline=MB          one line of MB megabytes
@@ -78,6 +80,25 @@ def daemon(pidfile: str) -> None:
             sleep_forever()
         os._exit(0)
     os.wait()
+
+
+VANISHED = (
+    "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(3600)"
+)
+
+
+def vanish(pidfile: str) -> None:
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            clean = {k: v for k, v in os.environ.items() if not k.startswith("DIAGBENCH_")}
+            os.execve(sys.executable, [sys.executable, "-c", VANISHED, pidfile], clean)
+        os._exit(0)
+    os.wait()
+    deadline = time.monotonic() + 10
+    while not os.path.exists(pidfile) and time.monotonic() < deadline:  # it is running before we go on
+        time.sleep(0.01)
 
 
 WORKERS: list[int] = []
@@ -221,6 +242,8 @@ def main(actions: list[str]) -> None:
                 os.kill(pid, int(arg))
         elif name == "daemon":
             daemon(arg)
+        elif name == "vanish":
+            vanish(arg)
         elif name == "progress":
             for i in range(int(arg)):
                 write(

@@ -1,19 +1,22 @@
 """A fake server whose failure is a known function of its own flags and environment: a real
 process (tests and benchmarks/isolate.py launch it through diagbench isolate).
 
-    ruleserver.py [--rule CONDS=>CLASS]... [--rate P] [--alternate FILE] [anything else]
+    ruleserver.py [--rule CONDS=>CLASS]... [--rate P [--seed FILE:N]] [--alternate FILE] [anything else]
 
 CONDS is a comma-separated list, all of which must hold: `--flag` (given), `--opt=value`
 (given with that value, in either form), `+word` (a word of the command line) or
 `NAME=value` (in the environment). The first
 rule that holds decides: CLASS is `capture` (CUDA graph capture error), `oom`, `crash`
 (exit 3, no error line) or `hang`. With `--rate P` a matching rule fails only with
-probability P; with `--alternate FILE` only on every other launch (a counter in FILE).
+probability P (with `--seed FILE:N`, drawn from a generator seeded by N and the launch's
+number, counted in FILE: the same sequence in every test run); with `--alternate FILE` only
+on every other launch (a counter in FILE).
 Otherwise the server prints SGLang's ready line and waits to be stopped.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -65,13 +68,26 @@ def decide(argv: list[str]) -> str | None:
 
 def fails_this_time(opts: dict[str, list[str | None]]) -> bool:
     if opts.get("--rate"):
-        return random.random() < float(opts["--rate"][0] or 1)
+        return draw(opts.get("--seed", [None])[0]) < float(opts["--rate"][0] or 1)
     if opts.get("--alternate"):
         path = Path(opts["--alternate"][0] or "")
         count = int(path.read_text() or 0) if path.exists() else 0
         path.write_text(str(count + 1))
         return count % 2 == 0
     return True
+
+
+def draw(seed: str | None) -> float:
+    """A random number: the launch's own, in a fixed sequence, where a seed is given."""
+    if not seed:
+        return random.random()
+    path, _, number = seed.rpartition(":")
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # launches at once each take their own number
+        handle.seek(0)
+        count = len(handle.read())
+        handle.write("x")
+    return random.Random(f"{number}:{count}").random()
 
 
 def main(argv: list[str]) -> int:

@@ -23,6 +23,7 @@ RANKS = {
     "yamlsrc": 0,
     "schemas": 0,
     "sensitive": 0,
+    "safetext": 0,
     "logs": 1,
     "spec": 2,
     "records": 3,

@@ -426,3 +426,18 @@ def test_an_http_readiness_timeout_says_what_the_server_answered(runs):
     )
     assert r.outcome == "timeout"
     assert r.reason.endswith("; GET /health last got HTTP 404"), r.reason
+
+
+def test_a_server_that_exits_0_right_after_its_ready_line_records_its_exit_code(runs):
+    """Decided on the ready line, then the process ended on its own (the teardown's SIGTERM,
+    ignored, cannot race it): the record says how."""
+    r = runs.one({"command": fake_command("ignore-term", f"out={READY}", "exit=0")})
+    assert r.outcome == "ready"
+    assert (r.exit_code, r.signal) == (0, None)
+
+
+def test_a_server_that_exits_3_after_ready_records_3(runs):
+    r = runs.one({"command": fake_command(f"out={READY}", "sleep=0.05", "exit=3")})
+    assert r.outcome == "ready"
+    assert r.exit_code in (3, None)  # 3 if it ended before the teardown's SIGTERM, else killed by it
+    assert r.signal in (None, 15)

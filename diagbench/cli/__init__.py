@@ -14,8 +14,11 @@ from diagbench.cli import (  # noqa: F401  (registers the commands)
     triage,
     worker,
 )
-from diagbench.cli.app import app
+from diagbench.cli.app import app, output_cut_exit
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        raise SystemExit(output_cut_exit(done.code)) from None

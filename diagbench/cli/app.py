@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import traceback
 from collections.abc import Callable
 from enum import Enum
@@ -13,7 +14,7 @@ import typer
 from diagbench import __version__
 from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup
 from diagbench.errors import UserError
-from diagbench.render.console import lazy_console
+from diagbench.render.console import cut_output, drain, lazy_console, mark_cut
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
 
@@ -58,6 +59,31 @@ def guarded(action: Callable[[], T]) -> T:
         )
         err.print(traceback.format_exc(), markup=False)
         raise typer.Exit(ExitCode.HARNESS) from None
+
+
+def write_out(text: str) -> None:
+    """A document on standard output: a reader that went away (`| head`) ends it quietly; a
+    file that cannot take it whole (a full disk) is noted, and `main` exits 2 saying so."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        mark_cut("stdout", exc)
+        drain(sys.stdout)
+
+
+def output_cut_exit(code: object) -> object:
+    """The exit code once the command is done: 2, said in one line, where standard output
+    could not be written whole; else `code`."""
+    cut = cut_output("stdout")
+    if cut is None:
+        return code
+    err.print(
+        f"diagbench: standard output could not be written whole ({cut.strerror or cut}): what it holds is cut; "
+        "free some space or write it elsewhere",
+        markup=False,
+    )
+    return ExitCode.USAGE.value
 
 
 def write_report(path: Path, text: str, mode: str, run: Path) -> None:

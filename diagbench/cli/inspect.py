@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from diagbench.cli.app import Format, app, err, guarded, out
+from diagbench.cli.app import Format, app, err, guarded, out, write_out
 from diagbench.cli.checks import check_launchable, say_problems
 from diagbench.cli.conventions import complete_only
 from diagbench.render.text import visible
@@ -72,7 +72,7 @@ def plan(
     planned = guarded(lambda: plan_of(loaded, only or [], slots, stop_when_decided, repeat))
     facts = guarded(lambda: _environment(loaded, only or [])) if environment else None
     if as_json:
-        sys.stdout.write(plan_json(planned, facts))
+        write_out(plan_json(planned, facts))
     else:
         out.print(visible(render_plan(planned, facts)), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
@@ -126,7 +126,7 @@ def report(
         if format is Format.table:  # its steps say more than its cells
             out.print(render_isolation(isolation))
         else:
-            sys.stdout.write(DOCUMENTS[format.value](view, isolation))
+            write_out(DOCUMENTS[format.value](view, isolation))
         raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
         out.print(render_table(view))
@@ -137,7 +137,7 @@ def report(
             Format.json: render_json,
             Format.junit: render_junit,
         }
-        sys.stdout.write(renderers.get(format, render_html)(view))
+        write_out(renderers.get(format, render_html)(view))
     say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
 
@@ -154,7 +154,7 @@ def _issue(view: RunView, environment: Mapping[str, Any] | None, format: Format,
         raise typer.Exit(ExitCode.USAGE)
     server = guarded(lambda: server_word("--for", for_server)) if for_server else None
     found = guarded(lambda: read_triage(view.path))
-    sys.stdout.write(render_issue(view, issue_facts(view, environment), found, server))
+    write_out(render_issue(view, issue_facts(view, environment), found, server))
     raise typer.Exit(ExitCode.OK)
 
 
@@ -170,7 +170,7 @@ def _triage_report(view: RunView, format: Format) -> bool:
         out.print(render_triage(found))
     else:
         documents = {Format.md: triage_markdown, Format.json: triage_json, Format.html: triage_html}
-        sys.stdout.write(documents[format](view, found))
+        write_out(documents[format](view, found))
     raise typer.Exit(found.status.exit_code)
 
 
@@ -207,7 +207,7 @@ def classify(
     if str(logfile) != "-":
         result = redact_classification(guarded(lambda: classify_file(logfile, sigs, engine.value, given)), secrets)
         if as_json:
-            sys.stdout.write(json.dumps(result.to_json()) + "\n")
+            write_out(json.dumps(result.to_json()) + "\n")
             return
         shown = context(logfile, result.line_no) if result.line_no else []
     else:
@@ -217,7 +217,7 @@ def classify(
             result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy, given))
             result = redact_classification(result, secrets)
             if as_json:
-                sys.stdout.write(json.dumps(result.to_json()) + "\n")
+                write_out(json.dumps(result.to_json()) + "\n")
                 return
             copy.seek(0)
             shown = context(copy, result.line_no) if result.line_no else []
@@ -247,7 +247,7 @@ def list_signatures(
     if signature_id is not None:
         sigs = [guarded(lambda: _one_signature(sigs, signature_id))]
     if as_json:
-        sys.stdout.write(json.dumps([signature_json(s) for s in sigs], indent=2) + "\n")
+        write_out(json.dumps([signature_json(s) for s in sigs], indent=2) + "\n")
     elif full or signature_id is not None:
         for i, s in enumerate(sigs):
             for line in ([""] if i else []) + render_signature(s):
@@ -279,7 +279,7 @@ def diff(
     if chosen is DiffFormat.text:
         out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
     else:
-        sys.stdout.write((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
+        write_out((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
         say_problems(a, b)
         raise typer.Exit(ExitCode.USAGE)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, write_report
+from diagbench.cli.app import app, err, guarded, out, write_out, write_report
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
@@ -52,6 +51,9 @@ def isolate(
         int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
     ] = None,
     gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    no_gpu_leases: Annotated[
+        bool, typer.Option("--no-gpu-leases", help="run even where GPUs cannot be leased (warned)")
+    ] = False,
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
@@ -81,6 +83,7 @@ def isolate(
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.execute.slots import lease_notes
     from diagbench.isolate.run import IsolateOptions, isolation_slots
     from diagbench.isolate.run import isolate as run_isolation
     from diagbench.render.isolation import IsolationProgress, render_factors
@@ -108,6 +111,8 @@ def isolate(
     slots = guarded(lambda: isolation_slots(problem, options))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
+    for note in guarded(lambda: lease_notes(slots, no_gpu_leases)):
+        err.print(f"diagbench: {note}", markup=False)
     options = dataclasses.replace(options, slots=slots)
     cancel = Cancel()
     # from here on a signal stops the isolation in order: the running launches are torn down
@@ -148,7 +153,7 @@ def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
 
     isolation = result.isolation
     if as_json:
-        sys.stdout.write(json.dumps(isolation.to_json(), indent=2) + "\n")
+        write_out(json.dumps(isolation.to_json(), indent=2) + "\n")
     else:
         out.print(render_isolation(isolation))
     if isolation.status.exit_code != ExitCode.OK:

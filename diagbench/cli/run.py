@@ -58,6 +58,9 @@ def run(
     gpus: Annotated[
         str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
     ] = None,
+    no_gpu_leases: Annotated[
+        bool, typer.Option("--no-gpu-leases", help="run even where GPUs cannot be leased (warned)")
+    ] = False,
     stop_when_decided: Annotated[
         bool, typer.Option("--stop-when-decided", help="skip attempts that can no longer change a verdict or an expect")
     ] = False,
@@ -77,6 +80,7 @@ def run(
     from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.pipeline import RunOptions, check_decision_options, execute
     from diagbench.execute.resume import RunFlags
+    from diagbench.execute.slots import lease_notes
     from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
     from diagbench.spec.executor import ExecutorSpec
@@ -96,6 +100,8 @@ def run(
         err.print(f"diagbench: note: {note}", markup=False)
     where = where or ExecutorSpec()
     slots = _slots(loaded_spec, where, resume, flags, gpus is not None)
+    for note in guarded(lambda: lease_notes(slots, no_gpu_leases)):
+        err.print(f"diagbench: {note}", markup=False)
     options = RunOptions(
         runs_dir,
         run_id,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
-from diagbench.cli.app import app, guarded
+from diagbench.cli.app import app, guarded, write_out
 
 
 @app.command()
@@ -17,4 +16,4 @@ def schema(
     """Print the JSON Schema of a spec or of a record (for editors and validators)."""
     from diagbench.schemas import schema_text
 
-    sys.stdout.write(guarded(lambda: schema_text(name)))
+    write_out(guarded(lambda: schema_text(name)))

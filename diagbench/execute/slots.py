@@ -169,3 +169,24 @@ def topology_distance(host_index: Mapping[str, int], links: Mapping[tuple[int, i
         return links.get(pair, max(links.values()))
 
     return distance
+
+
+NO_LEASES_FIX = (
+    "remove it, set DIAGBENCH_GPU_LOCKS to a folder of your own, or pass --no-gpu-leases "
+    "to run without leases (another diagbench may then share these GPUs)"
+)
+
+
+def lease_notes(plan: SlotPlan | None, without_leases: bool) -> list[str]:
+    """Nothing when the GPUs handed out can be leased; where they cannot (a planted link, a
+    folder of another user), a UserError (exit 2), or with `without_leases` a warning note."""
+    from diagbench.launch.gpulease import check_leases
+
+    if plan is None or not plan.gpus_in_use:
+        return []
+    problem = check_leases([g for slot in plan.slots for g in slot.gpus], plan.offer.host_index)
+    if problem is None:
+        return []
+    if not without_leases:
+        raise UserError(f"{problem}; {NO_LEASES_FIX}")
+    return [f"warning: {problem}; running without GPU leases (--no-gpu-leases)"]

@@ -15,6 +15,7 @@ from typing import Any
 from diagbench.errors import RecordError
 from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.search import Result, Target
+from diagbench.records.files import read_regular
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
 ISOLATION_VERSION = 1
@@ -27,18 +28,21 @@ class Status(str, Enum):
     NOT_ISOLABLE = "not_isolable"  # unresolved or flaky probes hide it
     BAD_BASELINE = "bad_baseline"  # good did not come up, or bad did
     INTERRUPTED = "interrupted"
+    WRITE_FAILED = "write_failed"  # a record or log could not be written (a full disk): stopped, exit 2
 
     def __str__(self) -> str:
         return self.value
 
     @property
     def exit_code(self) -> int:
-        """0 culprit found, 1 not isolable, 2 a baseline that does not behave, 130 interrupted."""
+        """0 culprit found, 1 not isolable, 2 a baseline that does not behave or a write that
+        failed (a full disk), 130 interrupted."""
         return {
             Status.FOUND: ExitCode.OK,
             Status.NOT_ISOLABLE: NOT_ISOLABLE_EXIT,
             Status.BAD_BASELINE: ExitCode.USAGE,
             Status.INTERRUPTED: ExitCode.INTERRUPTED,
+            Status.WRITE_FAILED: ExitCode.USAGE,
         }[self]
 
 
@@ -169,10 +173,10 @@ def _factor(data: Mapping[str, Any]) -> Factor:
 def read_isolation(run_dir: Path) -> Isolation | None:
     """The isolation of a run directory, or None when it is a matrix run."""
     path = run_dir / FILENAME
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, 64 << 20).decode("utf-8"))  # never through a link, nor a FIFO
     except (OSError, ValueError) as exc:
         raise RecordError(f"{path}: unreadable ({exc})") from None
     if not isinstance(data, dict):

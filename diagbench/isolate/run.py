@@ -5,13 +5,16 @@ only: it never prints."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from diagbench.errors import WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
@@ -85,6 +88,25 @@ class Interrupted(Exception):
     """The user stopped the search: what finished is recorded."""
 
 
+class _WriteFailed(Exception):
+    """A record or log could not be written (a full disk): the search stops, said as such."""
+
+
+RESERVE = ".isolation-reserve"  # room kept for the last isolation.json: freed just before it is written
+RESERVE_BYTES = 256 << 10
+
+
+def _reserve(folder: Path) -> None:
+    """Hold some room on the run's file system, so that a disk the servers' logs fill up still
+    takes the isolation.json that says so (best effort: nothing if it cannot be had)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder / RESERVE, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        finally:
+            os.close(fd)
+
+
 def isolate(
     problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel | None = None
 ) -> IsolateResult:
@@ -93,12 +115,14 @@ def isolate(
     placement = place(problem.spec, options.executor, options.runs_dir, None)
     slots = options.slots or isolation_slots(problem, options)
     run_dir = open_isolation(problem, options, slots, events, placement)
+    _reserve(run_dir.path)
     prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel(), placement)
     try:
         isolation = _search(problem, prober, options)
     finally:
         if cancel is None:
             prober.cancel.close()
+    (run_dir.path / RESERVE).unlink(missing_ok=True)
     write_json(run_dir.path / FILENAME, isolation.to_json())
     run_dir.write_verdicts([])  # a normal run directory, though an isolation judges no hypothesis
     return IsolateResult(run_dir, isolation, tuple(prober.harness_errors))
@@ -147,6 +171,14 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
+        if options.repeat == 1 and culprit:  # single launches decided it: launch it again before naming it
+            unconfirmed, note = prober.confirm(tuple(culprit), names)
+            unconfirmed = unconfirmed or contradicted(culprit, known)
+            notes = (*notes, note) if note else notes
+            if unconfirmed:
+                return prober.isolation(Status.NOT_ISOLABLE, unconfirmed, (), notes, suspects(names, known))
+    except _WriteFailed as failed:
+        return prober.isolation(Status.WRITE_FAILED, f"stopped: {failed}", ())
     except (Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
@@ -166,6 +198,16 @@ def _together(problem: Problem, needed: str, rest: Sequence[str]) -> str:
         return f"{name} {factors[name].label(True)}"
 
     return f"{', '.join(bad(n) for n in rest)} does not install without {bad(needed)}: applied together"
+
+
+def contradicted(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> str | None:
+    """Why the launches so far contradict a culprit (as a flaky target does), or None: a
+    launch holding all of it (and more) that came up."""
+    whole = frozenset(culprit)
+    for probe, judged in known.items():
+        if whole <= probe and judged.result is Result.PASS:
+            return f"flaky: a launch with {' + '.join(culprit)} came up (try a larger --repeat)"
+    return None
 
 
 def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
@@ -235,6 +277,27 @@ class Prober:
             self.add_step(names, records, None)
         return out
 
+    def confirm(self, culprit: tuple[str, ...], names: Sequence[str]) -> tuple[str | None, str | None]:
+        """At --repeat 1 a flaky target can make the search keep an innocent factor (the launch
+        without it happened to come up). So the culprit is launched twice more, without each
+        of its factors once more, and its complement once: (why it does not stand, a note)."""
+        assert self.target is not None
+        rest = tuple(n for n in names if n not in culprit)
+        less = [tuple(n for n in culprit if n != f) for f in culprit] if len(culprit) > 1 else []
+        probes = [tuple(sorted(p, key=self.order.__getitem__)) for p in [culprit, culprit, *less, rest]]
+        results = self.launch([(p, None) for p in probes])
+        for probe, records in zip(probes, results, strict=True):
+            self.add_step(probe, records, None)
+        shown, retry = " + ".join(culprit), "(try a larger --repeat)"
+        if judge_launches([*results[0], *results[1]], self.target).result is not Result.FAIL:
+            return f"flaky: {shown} did not bring the target again when launched again {retry}", None
+        for factor, records in zip(culprit, results[2 : 2 + len(less)], strict=False):
+            if judge_launches(records, self.target).reproduced:
+                return f"flaky: without {factor} the target came too, when launched again {retry}", None
+        if rest and judge_launches(results[-1], self.target).reproduced:
+            return None, f"the target also came without {shown}: another cause may be among the other factors"
+        return None, None
+
     def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
         groups = [self._plan(applied, baseline) for applied, baseline in probes]
@@ -251,9 +314,11 @@ class Prober:
         out = [unbuilt.get(i) or [by_name[item.name] for item in group] for i, group in enumerate(groups)]
         for (applied, _), records in zip(probes, out, strict=True):
             self.launched[self.key(applied)] = records
-        if scheduled.interrupted:
+        if scheduled.interrupted or scheduled.write_error is not None:
             for (applied, baseline), records in zip(probes, out, strict=True):
                 self.add_step(applied, records, baseline)
+            if scheduled.write_error is not None:  # a full disk stopped it, not a signal
+                raise _WriteFailed(str(scheduled.write_error))
             raise Interrupted
         return out
 
@@ -307,7 +372,8 @@ class Prober:
         self.steps.append(step)
         # on disk at once: a diagbench killed mid-search leaves an isolation `report` can read
         partial = self.isolation(Status.INTERRUPTED, "stopped before the search ended (diagbench was killed?)", ())
-        write_json(self.run_dir.path / FILENAME, partial.to_json())
+        with contextlib.suppress(WriteError):  # a full disk: the search stops on the launches' own write error
+            write_json(self.run_dir.path / FILENAME, partial.to_json())
         self.events.on_step(step)
 
     def isolation(

@@ -94,21 +94,23 @@ def decision_order(
     refutation spares the rest of its cells; then first repeats before later ones; cells
     that decide more before fewer, expect cells before others, matrix order last. Attempts
     that decide nothing go at the end (they are skipped)."""
-    decides = {p.name: [h.id for h in hypotheses if selects(h.when, p.cell.params)] for p in planned}
-    expected = {p.name: any(selects(e.when, p.cell.params) for e in expectations) for p in planned}
-    left = list(planned)
+    decides = [frozenset(h.id for h in hypotheses if selects(h.when, p.cell.params)) for p in planned]
+    expected = [any(selects(e.when, p.cell.params) for e in expectations) for p in planned]
+    left = list(range(len(planned)))
     tried: set[str] = set()
-    order: list[PlannedAttempt] = []
-    while left:
+    order: list[int] = []
 
-        def key(p: PlannedAttempt) -> tuple[bool, int, int, int, bool, int]:
-            mine = decides[p.name]
-            needed = bool(mine) or expected[p.name]
-            fresh = len(set(mine) - tried)
-            return (needed, fresh, -p.repeat, len(mine), expected[p.name], -p.cell.index)
+    def key(i: int) -> tuple[bool, int, int, int, bool, int]:
+        mine, p = decides[i], planned[i]
+        fresh = len(mine - tried) if mine else 0
+        return (bool(mine) or expected[i], fresh, -p.repeat, len(mine), expected[i], -p.cell.index)
 
+    # each pick that tries a hypothesis not yet tried adds one to `tried`: at most one pick per
+    # hypothesis; once none is left to try, the keys no longer change and one sort orders the
+    # rest (stable: ties keep matrix order, as `max` picked the first of them)
+    while left and any(decides[i] - tried for i in left):
         best = max(left, key=key)
         left.remove(best)
         order.append(best)
-        tried.update(decides[best.name])
-    return order
+        tried.update(decides[best])
+    return [planned[i] for i in [*order, *sorted(left, key=key, reverse=True)]]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.records.files import open_regular
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor, redact_record, run_redactor
@@ -100,10 +101,8 @@ def _timeout(spec: Mapping[str, Any]) -> float | None:
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
     """The end of a server log; nothing for anything but a regular file: a FIFO would block, and
     a link could show another file (diagbench writes neither)."""
-    if path.is_symlink() or not path.is_file():
-        return ""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(0, 2)
             handle.seek(max(0, handle.tell() - size))
             return handle.read().decode("utf-8", errors="replace")

@@ -208,11 +208,12 @@ class _Supervisor:
             self.hang.take(proc, decision, redactor)  # before teardown: the tree as it hung
             price = self.price(reader) if decision.outcome is Outcome.READY else None
         finally:
+            before = proc.exit_code()  # it may have ended on its own after the decision (exit 0 after ready)
             teardown = stop_tree(proc, server.grace, self.hurry)
             _drain(reader)
             proc.close()
             readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
-        return decision, teardown, price
+        return _with_exit(decision, before, proc.exit_code()), teardown, price
 
     def price(self, reader: _Reader) -> dict[str, Any] | None:
         """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""
@@ -225,6 +226,19 @@ class _Supervisor:
 
         url = probe_url(self.server.price.request.path, self.port)
         return price_launch(url, self.server.price, self.cancel_fd, None if reader.eof else reader.server.pipe, pump)
+
+
+def _with_exit(decision: Decision, before: int | None, after: int | None) -> Decision:
+    """The decision with the main process's real end where the decision came before it: its
+    exit code (or signal) if it ended on its own before teardown, its exit code if it ended
+    with one while the teardown's SIGTERM met it already exiting; a death by our signal is
+    the teardown's, not the server's, and stays unrecorded."""
+    if decision.exit_code is not None or decision.signal is not None:
+        return decision
+    code = before if before is not None else (after if after is not None and after >= 0 else None)
+    if code is None:
+        return decision
+    return replace(decision, exit_code=code if code >= 0 else None, signal=-code if code < 0 else None)
 
 
 def _record(

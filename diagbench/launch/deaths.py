@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from diagbench.safetext import one_line
+
 REFRESH_S = 0.5  # look for new descendants at most this often (only when the server writes)
 _EXIT_CODE_FIELD = 52  # /proc/<pid>/stat, 1-based, counting the pid and (comm) as fields 1 and 2
 
@@ -66,7 +68,7 @@ class Descendants:
                 continue
             self._seen.add(child.pid)
             with contextlib.suppress(OSError, psutil.Error):
-                name = child.name()
+                name = one_line(child.name())  # a process names itself: shown, never obeyed
                 fd = os.pidfd_open(child.pid)
                 self._by_fd[fd] = (child.pid, name)
                 fresh.append(fd)

@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from diagbench.launch.shared import Unusable, open_folder, open_lock
+
 LOCK_DIR = Path("/tmp/diagbench-gpus")  # fixed on purpose, not tempfile's: every diagbench of the host must agree
 LOCKS_VAR = "DIAGBENCH_GPU_LOCKS"
 FIRST_POLL_S = 0.05
@@ -116,36 +118,38 @@ def _take(key: str, shown: str, label: str, stop: threading.Event, waiting: Wait
 
 
 def _open(key: str) -> int | None:
-    folder = _folder()
-    if folder is None:
-        return None
-    path = folder / f"{key}.lock"
-    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    """The GPU's lock file; None where the shared folder or the file is unusable (then the
+    slots alone keep this diagbench's attempts apart: `check_leases` said so before the run)."""
     try:
-        fd = os.open(path, flags | os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:  # another user's file: a lock needs no write access, only the holder's name does
-        try:
-            return os.open(path, flags | os.O_RDONLY)
-        except OSError:
-            return None
+        folder = open_folder(lock_dir(), parents=True)
+    except Unusable:
+        return None
+    try:
+        return open_lock(folder, f"{key}.lock")
     except OSError:
         return None
-    with contextlib.suppress(OSError):
-        if os.fstat(fd).st_uid == os.getuid():
-            os.fchmod(fd, 0o666)  # the umask cut it: every user's diagbench must be able to lock it
-    return fd
+    finally:
+        os.close(folder)
 
 
-def _folder() -> Path | None:
-    """The lock folder, made sticky and world-writable like /tmp itself; None where unusable."""
-    folder = lock_dir()
+def check_leases(
+    gpus: Sequence[str], host_index: Mapping[str, int], environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """Why GPU leases cannot be held on this host (a planted link, a foreign folder, an
+    unusable lock file), or None when every GPU in `gpus` can be leased."""
     try:
-        folder.mkdir(mode=0o1777, parents=True, exist_ok=True)
-        if folder.stat().st_uid == os.getuid():
-            folder.chmod(0o1777)  # mkdir's mode is cut by the umask
-    except OSError:
-        return None
-    return folder if folder.is_dir() and not folder.is_symlink() else None
+        folder = open_folder(lock_dir(environ), parents=True)
+    except Unusable as why:
+        return f"GPU leases: {why}"
+    try:
+        for key in sorted({_key(gpu, host_index) for gpu in gpus}):
+            try:
+                os.close(open_lock(folder, f"{key}.lock"))
+            except OSError as exc:
+                return f"GPU leases: {lock_dir(environ) / (key + '.lock')}: {exc.strerror or exc}: remove it"
+    finally:
+        os.close(folder)
+    return None
 
 
 def _sign(fd: int, label: str) -> None:

@@ -18,6 +18,8 @@ import contextlib
 import fcntl
 import os
 import socket
+import stat
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +28,8 @@ from pathlib import Path
 import psutil
 
 from diagbench.errors import LaunchError
+from diagbench.launch.shared import Unusable, open_folder, open_lock
+from diagbench.safetext import one_line
 
 # Ports are the host's, so every diagbench on it must find the same folder, whatever its
 # TMPDIR (a Slurm job's, a CI job's, macOS's per-user one) or its user: /tmp is that place
@@ -104,10 +108,16 @@ def _lock_file(port: int, label: str) -> int | None:
     folder = _lease_dir()
     if folder is None:
         return None
-    path = folder / f"{port}.lock"
+    try:
+        return _locked(folder, f"{port}.lock", label)
+    finally:
+        os.close(folder)
+
+
+def _locked(folder: int, name: str, label: str) -> int | None:
     for _ in range(3):  # the file may be unlinked by its last holder between our open and lock
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            fd = open_lock(folder, name)
         except OSError:
             return None
         try:
@@ -119,39 +129,48 @@ def _lock_file(port: int, label: str) -> int | None:
         except OSError:  # a file system without locks: the registry alone guards this process
             os.close(fd)
             return None
-        if _same_file(fd, path):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} ({label})\n".encode(), 0)
+        if _same_file(fd, folder, name):
+            with contextlib.suppress(OSError):  # another user's file, opened read-only: the lock holds
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} ({label})\n".encode(), 0)
             return fd
         os.close(fd)
     return None
 
 
-def _same_file(fd: int, path: Path) -> bool:
+def _same_file(fd: int, folder: int, name: str) -> bool:
     try:
-        return os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino
+        return os.fstat(fd).st_ino == os.stat(name, dir_fd=folder, follow_symlinks=False).st_ino
     except OSError:
         return False
 
 
-def _lease_dir() -> Path | None:
-    """The shared folder of port locks (sticky and world-writable, like /tmp itself)."""
-    folder = LEASE_DIR
+_warned: list[str] = []  # the folder's problem, said once per process
+
+
+def _lease_dir() -> int | None:
+    """The shared folder of port locks, opened safely (see launch/shared.py); None, said
+    once on standard error, where it is unusable: the registry alone guards this process."""
     try:
-        folder.mkdir(mode=0o1777, exist_ok=True)
-        if folder.stat().st_uid == os.getuid():
-            folder.chmod(0o1777)  # mkdir's mode is cut by the umask
-    except OSError:
+        return open_folder(LEASE_DIR)
+    except Unusable as why:
+        if not _warned:
+            _warned.append(str(why))
+            sys.stderr.write(
+                f"diagbench: warning: port leases off: {why}; two diagbench runs may pick one port until it is fixed\n"
+            )
         return None
-    return folder if folder.is_dir() and not folder.is_symlink() else None
 
 
 def _release(lease: Lease) -> None:
     if lease.fd is not None:
         folder = _lease_dir()
-        if folder is not None and _same_file(lease.fd, folder / f"{lease.port}.lock"):
-            with contextlib.suppress(OSError):
-                os.unlink(folder / f"{lease.port}.lock")  # under the lock: nobody holds a stale copy
+        name = f"{lease.port}.lock"
+        if folder is not None:
+            if _same_file(lease.fd, folder, name):
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=folder)  # under the lock: nobody holds a stale copy
+            os.close(folder)
         os.close(lease.fd)
     with _registry_lock:
         _registry.discard(lease.port)
@@ -161,22 +180,33 @@ def remove_stale_leases() -> int:
     """Lock files that no live diagbench holds (their holder was killed before it could
     remove them): removed under their own lock, so a lease taken meanwhile is never lost."""
     folder = _lease_dir()
+    if folder is None:
+        return 0
     removed = 0
-    for path in folder.glob("*.lock") if folder is not None else ():
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if _same_file(fd, path):
-                os.unlink(path)
-                removed += 1
-        except OSError:
-            pass  # held: a live attempt's lease
-        finally:
-            os.close(fd)
+    try:
+        for name in os.listdir(folder):
+            if name.endswith(".lock"):
+                removed += _remove_if_free(folder, name)
+    finally:
+        os.close(folder)
     return removed
+
+
+def _remove_if_free(folder: int, name: str) -> int:
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if stat.S_ISREG(os.fstat(fd).st_mode) and _same_file(fd, folder, name):
+            os.unlink(name, dir_fd=folder)
+            return 1
+    except OSError:
+        pass  # held: a live attempt's lease
+    finally:
+        os.close(fd)
+    return 0
 
 
 def free_port() -> int:
@@ -199,5 +229,5 @@ def port_holder(port: int) -> str | None:
         for conn in psutil.net_connections(kind="inet"):
             if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
                 proc = psutil.Process(conn.pid)
-                return f"pid {conn.pid} ({' '.join(proc.cmdline())[:120]})"
+                return f"pid {conn.pid} ({one_line(' '.join(proc.cmdline()))[:120]})"
     return "another process"

@@ -27,9 +27,11 @@ import psutil
 from diagbench.errors import LaunchError
 from diagbench.launch.tags import TAG_VAR, Tag
 from diagbench.records.record import Killed
+from diagbench.safetext import one_line
 
 KILL_CONFIRM_S = 5.0  # after SIGKILL, how long to wait for the kernel to reap
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PR_SET_CHILD_SUBREAPER = 36  # kept across exec: the server's orphaned descendants become its children
 _SIGKILL = int(signal.SIGKILL)
 
 
@@ -130,6 +132,9 @@ def _die_with_parent() -> Callable[[], None] | None:
 
     def child() -> None:
         prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        # a descendant that double-forks, leaves the group and drops the tag variables is
+        # reparented to the server's main process, not to init: still its descendant, found
+        prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         if os.getppid() != parent:  # diagbench died between fork and prctl
             os._exit(1)
 
@@ -309,7 +314,7 @@ def _send(proc: psutil.Process, sig: signal.Signals) -> None:
 
 def _name(proc: psutil.Process) -> str:
     try:
-        return proc.name()
+        return one_line(proc.name())  # a process names itself (prctl): its escapes are shown, never obeyed
     except psutil.Error:
         return "?"
 

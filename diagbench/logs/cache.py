@@ -22,7 +22,7 @@ from typing import Any
 from diagbench import __version__
 
 KEEP = 16
-_PACKS_FORMAT = 2  # bumped when Signature gains a field: an entry without it would read as its default
+_PACKS_FORMAT = 3  # bumped when Signature gains a field: an entry without it would read as its default
 
 
 def cache_dir() -> Path:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from diagbench.logs.cache import entry, read_entry, write_entry
+from diagbench.logs.guard import Guarded
 from diagbench.logs.lines import Buffer, line_bounds
 from diagbench.logs.signatures import expand
 
@@ -52,6 +53,8 @@ class Pattern:
     id: int
     regex: bytes
     first_only: bool = False
+    guarded: bool = False  # a user's pattern: searched alone, under a time budget (logs/guard.py)
+    name: str = ""  # the signature's id, for the message when its budget runs out
 
 
 def candidate_regex(pattern: str) -> bytes:
@@ -77,22 +80,26 @@ class ReEngine:
     first-only pattern (a frequent marker) is searched on its own, a few lines at most."""
 
     def __init__(self, patterns: Sequence[Pattern]):
-        compiled = [(p.id, re.compile(p.regex, re.MULTILINE), p.first_only) for p in patterns]
-        self.each = [(i, rx) for i, rx, first in compiled if not first]
-        self.first = [(i, rx) for i, rx, first in compiled if first]
-        joined = b"|".join(b"(?:" + p.regex + b")" for p in patterns if not p.first_only)
-        self.combined = re.compile(joined, re.MULTILINE) if self.each else None
+        compiled = [(p, _compile_line(p)) for p in patterns]
+        plain = [(p.id, rx) for p, rx in compiled if not p.guarded and not p.first_only]
+        self.each: list[tuple[int, re.Pattern[bytes] | Guarded]] = list(plain)
+        # a first-only marker is searched on its own, a few lines at most; a user's pattern
+        # alone too, under its budget, on every line: never inside the combined `re`
+        self.alone = [
+            (p.id, rx, FIRST_ONLY_REPEATS if p.first_only else -1) for p, rx in compiled if p.guarded or p.first_only
+        ]
+        joined = b"|".join(b"(?:" + p.regex + b")" for p in patterns if not p.first_only and not p.guarded)
+        self.combined = re.compile(joined, re.MULTILINE) if joined else None
 
     def __call__(self, buf: Buffer, end: int) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
-        for i, rx in self.first:
+        for i, rx, limit in self.alone:
             pos = 0
-            for _ in range(FIRST_ONLY_REPEATS):
-                if (hit := rx.search(buf, pos, end)) is None:
-                    break
+            while limit != 0 and pos <= end and (hit := rx.search(buf, pos, end)) is not None:
                 start, stop = line_bounds(buf, hit.start(), end)
                 found.append((start, i))
                 pos = max(stop, hit.end(), pos + 1)
+                limit -= 1
         pos = 0
         while self.combined is not None and (hit := self.combined.search(buf, pos, end)) is not None:
             start, stop = line_bounds(buf, hit.start(), end)
@@ -130,6 +137,12 @@ class LiteralEngine:
                 limit -= 1
                 pos = buf.find(key, stop + 1, end) if stop < end else -1
         return found
+
+
+def _compile_line(pattern: Pattern) -> re.Pattern[bytes] | Guarded:
+    if pattern.guarded:
+        return Guarded(pattern.regex, pattern.name or f"#{pattern.id}", re.MULTILINE)
+    return re.compile(pattern.regex, re.MULTILINE)
 
 
 def _limit(entries: list[tuple[bytes, list[int]]], first_only: set[int]) -> int:

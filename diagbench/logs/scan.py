@@ -19,7 +19,6 @@ candidate.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from diagbench.logs.engines import (
     hyperscan,
     required_literals,
 )
+from diagbench.logs.guard import LineMatch
 from diagbench.logs.lines import (
     CR_FOLLOWED,
     JUNK_START,
@@ -62,7 +62,7 @@ class Hit:
     signature: Signature
     line_no: int
     line: bytes
-    match: re.Match[bytes]
+    match: LineMatch
 
     @property
     def text(self) -> str:
@@ -83,7 +83,7 @@ class _Found:
     end: int
     line: bytes
     index: int
-    match: re.Match[bytes]
+    match: LineMatch
 
 
 _Kept = dict[tuple[int, int, int], _Found]  # (line start, kind rank, signature index) -> the match
@@ -99,7 +99,7 @@ class Scanner:
         self._rank = [_KIND_RANK[s.kind] for s in self.signatures]
         required = {r for s in self.signatures for r in s.requires}
         patterns = [
-            Pattern(i, candidate_regex(s.pattern), first_only=s.kind is Kind.MARKER)
+            Pattern(i, candidate_regex(s.pattern), first_only=s.kind is Kind.MARKER, guarded=not s.vetted, name=s.id)
             for i, s in enumerate(self.signatures)
         ]
 

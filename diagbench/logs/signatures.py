@@ -15,6 +15,7 @@ a command that only classifies a log does not import or run the YAML parser.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import DiagbenchError, SpecError
 from diagbench.logs.cache import cached_packs, store_packs
+from diagbench.logs.guard import Guarded, LineMatch, line_regex
 from diagbench.vocab import FAILURE_CLASSES, FailureClass
 
 if TYPE_CHECKING:
@@ -104,22 +106,23 @@ class Signature:
     needs_server: bool = False  # ready only once the log is known to be `server`'s
     after_ready: bool = False  # a failure that still counts after the ready line: a port bound after it
     handled: bool = False  # opens a log record that reports an error the program went on from (see `record_of`)
-    _compiled: re.Pattern[bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    vetted: bool = False  # a built-in pack's: plain `re`; anyone else's runs under a time budget (logs/guard.py)
+    _compiled: re.Pattern[bytes] | Guarded | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
-    def compiled(self) -> re.Pattern[bytes]:
+    def compiled(self) -> re.Pattern[bytes] | Guarded:
         """The pattern for one line; compiled on first use (most never confirm a line)."""
         if self._compiled is None:
-            object.__setattr__(self, "_compiled", re.compile(expand(self.pattern).encode()))
+            object.__setattr__(self, "_compiled", line_regex(expand(self.pattern).encode(), self.id, self.vetted))
         assert self._compiled is not None
         return self._compiled
 
-    def record_of(self, found: re.Match[bytes]) -> bytes | None:
+    def record_of(self, found: LineMatch) -> bytes | None:
         """For a `handled` line: the header its logger puts on every line of the record (the
         pattern's group `record`); failure lines holding it are part of what was handled."""
         return found.groupdict().get("record") or None
 
-    def phase_name(self, found: re.Match[bytes]) -> str:
+    def phase_name(self, found: LineMatch) -> str:
         groups = {k: v.decode(errors="replace") for k, v in found.groupdict().items() if v}
         template = self.phase or ""
         try:
@@ -195,7 +198,11 @@ def parse_pack(path: Path) -> list[Signature]:
     server = server_of(entries["server"]) if "server" in entries else None
     if "signatures" not in entries:
         raise root.error("missing key 'signatures'", "list the pack's signatures under 'signatures:'")
-    return [parse_signature(item, pack, server) for item in entries["signatures"].items()]
+    vetted = path.resolve().parent == _packs_folder().resolve()  # a built-in pack, reviewed and tested
+    return [
+        dataclasses.replace(parse_signature(item, pack, server), vetted=vetted)
+        for item in entries["signatures"].items()
+    ]
 
 
 def server_of(src: Src) -> str:

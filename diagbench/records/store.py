@@ -13,12 +13,12 @@ Records are written whole or not at all; a write that fails (disk full, read-onl
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import re
 import secrets
-import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import RecordError, RunDirError, UserError, WriteError
+from diagbench.records.files import read_regular
 from diagbench.records.manifest import Manifest, NewerManifest
 from diagbench.records.record import AttemptRecord
 
@@ -295,18 +296,17 @@ def _read_record(path: Path) -> AttemptRecord:
 def _read_json(path: Path) -> dict[str, Any]:
     """A JSON object from a regular file of sane size; RecordError says what is wrong."""
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise RecordError("not a regular file")
-        if info.st_size > MAX_RECORD_BYTES:
-            raise RecordError(f"{info.st_size} bytes: too large for a record")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(read_regular(path, MAX_RECORD_BYTES).decode("utf-8"))  # never through a link, nor a FIFO
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EINVAL):  # a link, a FIFO, a device: never followed nor read
+            raise RecordError(
+                "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else "not a regular file"
+            ) from None
         raise RecordError(f"cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise RecordError("not UTF-8 text") from None
     except ValueError as exc:
-        raise RecordError(f"not valid JSON ({exc})") from None
+        raise RecordError(f"not valid JSON ({exc})" if "too large" not in str(exc) else f"{exc} for a record") from None
     if not isinstance(data, dict):
         raise RecordError(f"expected a JSON object, got {type(data).__name__}")
     return data

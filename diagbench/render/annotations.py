@@ -8,6 +8,7 @@ expect predicted and for each verdict: a run that passes shows no error. Printed
 
 from __future__ import annotations
 
+from diagbench import safetext
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.render.report import deciding_line
@@ -50,6 +51,5 @@ def _command(kind: str, title: str, message: str) -> str:
 
 
 def _escape(text: str, prop: bool = False) -> str:
-    """The workflow-command escapes: data loses %, CR, LF; a property also : and ,."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+    """Escapes shown (safetext), then the workflow-command escapes: %, CR, LF; a property also : and ,."""
+    return safetext.annotation(text, prop)

@@ -11,6 +11,7 @@ from rich.text import Text
 from diagbench.logs.classify import Classification
 from diagbench.logs.signatures import Signature, expand
 from diagbench.render.text import visible
+from diagbench.safetext import one_line
 from diagbench.vocab import outcome_label
 
 
@@ -40,7 +41,7 @@ def render_signatures(signatures: Iterable[Signature]) -> Table:
     table = Table("pack", "id", "kind", "class", "priority", "pattern")
     for s in signatures:
         row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
-        table.add_row(*(Text(x) for x in row))  # patterns are full of [brackets]: never markup
+        table.add_row(*(Text(one_line(x)) for x in row))  # patterns are full of [brackets]: never markup
     return table
 
 
@@ -68,7 +69,7 @@ def render_signature(s: Signature) -> list[str]:
     if fields["expanded"] == fields["pattern"]:
         del fields["expanded"]  # no {prefix} in it: nothing to expand
     shown = {k: ", ".join(v) if isinstance(v, list) else v for k, v in fields.items()}
-    return [
-        f"{k + ':':<10} {'-' if v in (None, '') else str(v).lower() if isinstance(v, bool) else v}"
+    return [  # a pack's words, shown whole but never obeyed
+        one_line(f"{k + ':':<10} {'-' if v in (None, '') else str(v).lower() if isinstance(v, bool) else v}")
         for k, v in shown.items()
     ]

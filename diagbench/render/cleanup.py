@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from diagbench.execute.orphans import Orphan
 from diagbench.execute.sweep import Sweep, Swept, Waiting
+from diagbench.safetext import one_line
 
 
 def describe_sweep(sweep: Sweep) -> list[str]:
@@ -12,7 +13,7 @@ def describe_sweep(sweep: Sweep) -> list[str]:
     lines = [_attempt_line(s) for s in sweep.attempts]
     lines += [_orphan_line(o) for o in sweep.orphans]
     lines += [f"removed {folder}: the temporary folder of a diagbench that has ended" for folder in sweep.folders]
-    return lines
+    return [one_line(line) for line in lines]  # process names, folders, a dead run's words: shown, never obeyed
 
 
 def describe_wait(waiting: Waiting) -> str:

@@ -8,6 +8,7 @@ goes on to write its records, verdicts and report.html, and exits with its own c
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import threading
@@ -20,6 +21,20 @@ if TYPE_CHECKING:
 # what writing to a stream that is gone raises: OSError (EPIPE, EIO), ValueError (closed),
 # AttributeError (None: Python started with that descriptor closed, `diagbench run >&-`)
 _GONE = (OSError, ValueError, AttributeError)
+_CUT: dict[str, OSError] = {}  # stream name -> the write error that was no closed reader (a full disk)
+
+
+def cut_output(name: str = "stdout") -> OSError | None:
+    """The error that cut what was written to `name`, where it was not a reader that went
+    away (EPIPE: `| head`, EIO: a lost terminal) but a file that could not take it all."""
+    return _CUT.get(name)
+
+
+def mark_cut(name: str, exc: BaseException) -> None:
+    """Note a failed write: a closed pipe or a lost terminal (EPIPE, EIO) is no failure of the
+    output, a file that cannot take it (a full disk, a quota, a size limit) is."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        _CUT.setdefault(name, exc)
 
 
 class SafeStream:
@@ -42,7 +57,8 @@ class SafeStream:
         if not self.lost:
             try:
                 self._target().write(text)
-            except _GONE:
+            except _GONE as exc:
+                mark_cut(self.name, exc)
                 self._lost()
         return len(text)
 
@@ -50,7 +66,8 @@ class SafeStream:
         if not self.lost:
             try:
                 self._target().flush()
-            except _GONE:
+            except _GONE as exc:
+                mark_cut(self.name, exc)
                 self._lost()
 
     def isatty(self) -> bool:
@@ -71,11 +88,15 @@ class SafeStream:
             if self.lost:
                 return
             self.lost = True
-            target = self._target()
-            with contextlib.suppress(*_GONE):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, target.fileno())  # what is still buffered drains into nothing
-                os.close(devnull)
+            drain(self._target())
+
+
+def drain(target: TextIO) -> None:
+    """Point the stream's descriptor at /dev/null: what is still buffered drains into nothing."""
+    with contextlib.suppress(*_GONE):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, target.fileno())
+        os.close(devnull)
 
 
 def stdout_console() -> Console:

@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations, product
+from itertools import combinations
 
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
@@ -48,12 +48,17 @@ def split_axes(levels: Mapping[str, Sequence[str]]) -> tuple[tuple[str, ...], tu
     if len(names) < 2:
         return tuple(names), ()
     best: tuple[tuple[float, bool, tuple[int, ...]], tuple[int, ...]] | None = None
+    counts = [len(levels[n]) for n in names]
+    total = math.prod(counts)
+    narrowest = sorted(counts)
     for size in range(1, len(names)):
+        if math.prod(narrowest[:size]) > MAX_COLUMNS:
+            break  # every split with this many column axes (or more) is too wide: never 2^n splits
         for cols in combinations(range(len(names)), size):
-            width = math.prod(len(levels[names[i]]) for i in cols)
-            height = math.prod(len(levels[n]) for i, n in enumerate(names) if i not in cols)
+            width = math.prod(counts[i] for i in cols)
             if width > MAX_COLUMNS:
                 continue
+            height = total // width  # the product of the other axes' label counts
             suffix = cols == tuple(range(len(names) - size, len(names)))
             score = (abs(math.log(height) - math.log(width)), not suffix, tuple(-i for i in cols))
             if best is None or score < best[0]:
@@ -85,11 +90,19 @@ def build_grid(planned: Sequence[PlannedEntry], records: Sequence[AttemptRecord]
     return Grid(
         row_axes,
         col_axes,
-        tuple(r for r in product(*(levels[a] for a in row_axes)) if r in present_rows),
-        tuple(c for c in product(*(levels[a] for a in col_axes)) if c in present_cols),
+        _in_axis_order(present_rows, [levels[a] for a in row_axes]),
+        _in_axis_order(present_cols, [levels[a] for a in col_axes]),
         cells,
         tuple(c for c in constants if c[0] not in row_axes),
     )
+
+
+def _in_axis_order(present: set[tuple[str, ...]], labels: Sequence[list[str]]) -> tuple[tuple[str, ...], ...]:
+    """The tuples present, in the order the product of the axes' labels would list them,
+    without listing that product (2^n rows for n factors of an isolation)."""
+    rank = [{label: i for i, label in enumerate(axis)} for axis in labels]
+    listed = [row for row in present if all(label in rank[i] for i, label in enumerate(row))]
+    return tuple(sorted(listed, key=lambda row: tuple(rank[i][label] for i, label in enumerate(row))))
 
 
 def _cell(cell_id: str, attempts: list[str], records: list[AttemptRecord]) -> GridCell:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from diagbench import safetext
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.render.htmlkit import Html, el
@@ -77,12 +78,14 @@ def hangs_markdown(view: RunView) -> list[str]:
     for r in records:
         hang = r.hang or {}
         who = f"thread {hang.get('thread')} of pid {hang.get('pid')} ({hang.get('name')})"
-        out += [f"#### `{r.attempt}`: {outcome_words(r)}", "", f"Waiting: {who}; `{MARK.strip()}` marks its frame."]
-        out += [f"- note: {note}" for note in hang.get("notes") or []]
+        head = f"#### `{safetext.markdown_code(r.attempt)}`: {safetext.markdown(outcome_words(r))}"
+        out += [head, "", f"Waiting: {safetext.markdown(who)}; `{MARK.strip()}` marks its frame."]
+        out += [f"- note: {safetext.markdown(str(note))}" for note in hang.get("notes") or []]
         for name, text in _stacks(view, r):
             frame = hang.get("waiting_frame") if _is_main(name, hang) else None
             lines = [(MARK if _is_waiting(line, frame) else "   ") + line for line in text.splitlines()]
-            out += ["", f"`{name}`", "", "```", *(line.replace("```", "'''") for line in lines), "```"]
+            shown = (safetext.one_line(line).replace("```", "'''") for line in lines)  # names, shown
+            out += ["", f"`{safetext.markdown_code(name)}`", "", "```", *shown, "```"]
         out.append("")
     return out
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.logs.classify import context
+from diagbench.records.files import open_regular
 from diagbench.records.record import AttemptRecord
 from diagbench.render.grid import Grid, GridCell, build_grid, spans
 from diagbench.render.hangs import hangs_html, outcome_words
@@ -304,7 +305,8 @@ def _excerpt(view: RunView, r: AttemptRecord) -> Html | None:
 
 def _around(path: Path, line_no: int) -> list[tuple[int | None, str]]:
     try:
-        found = context(path, line_no, around=CONTEXT_BEFORE)
+        with open_regular(path) as handle:  # never a link's target (nor a FIFO) in the page
+            found = context(handle, line_no, around=CONTEXT_BEFORE)
     except OSError:
         return []
     return [(n, t) for n, t in found if line_no - CONTEXT_BEFORE <= n <= line_no + CONTEXT_AFTER]

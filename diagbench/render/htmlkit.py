@@ -8,13 +8,13 @@ cannot become markup. No dependency, and nothing to keep in sync between templat
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Mapping
 from importlib import resources
 
+from diagbench import safetext
+
 # The page may load nothing from anywhere: styles and the script are inline, images are data.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-_CONTROL = dict.fromkeys(c for c in range(32) if c not in (9, 10))  # a log's control bytes: not for HTML
 
 
 class Html(str):
@@ -25,8 +25,8 @@ Attrs = Mapping[str, "str | int | float | bool | None"]
 
 
 def text(value: object) -> Html:
-    """Escaped text; control characters from logs dropped."""
-    return Html(html.escape(str(value).translate(_CONTROL), quote=False))
+    """Escaped text; control and bidirectional characters from logs dropped (safetext.html)."""
+    return Html(safetext.html(str(value)))
 
 
 def breakable(value: str, after: str = ",") -> Html:
@@ -64,7 +64,7 @@ def _attr(name: str, value: object) -> str:
         return ""
     if value is True:
         return f" {name}"
-    return f' {name}="{html.escape(str(value).translate(_CONTROL), quote=True)}"'
+    return f' {name}="{safetext.html(str(value), quote=True)}"'
 
 
 def page(title: str, *body: object) -> str:

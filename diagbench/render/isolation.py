@@ -20,6 +20,7 @@ from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.report import LINE_CHARS, OUTCOME_STYLE
+from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 
 RESULT_STYLE = {Result.FAIL: "bold red", Result.PASS: "green", Result.UNRESOLVED: "yellow"}
@@ -35,10 +36,12 @@ def render_factors(
     for column in ("factor", "kind", "good", "bad"):
         table.add_column(column, overflow="fold")
     for f in factors:
-        table.add_row(Text(f.name), Text(f.kind.value), Text(f.label(False)), Text(f.label(True)))
+        table.add_row(
+            Text(one_line(f.name)), Text(f.kind.value), Text(one_line(f.label(False))), Text(one_line(f.label(True)))
+        )
     parts: list[RenderableType] = [table]
     for side in ("good", "bad"):
-        parts.append(Text(f"{side}: {commands[side]}"))
+        parts.append(Text(f"{side}: {one_line(commands[side])}"))
     if notes is not None:
         parts.extend(Text(f"note: {note}", style="dim") for note in notes)
         parts.append(Text(costs(len(factors), 1), style="dim"))
@@ -61,7 +64,7 @@ def applied_text(step: Step, factors: int) -> str:
         return "good (none applied)"
     if step.baseline == "bad":
         return f"bad (all {factors})"
-    return " + ".join(step.applied)
+    return one_line(" + ".join(step.applied))
 
 
 def result_text(step: Step) -> str:
@@ -79,7 +82,7 @@ def outcomes_text(step: Step) -> str:
 def deciding(step: Step) -> str:
     if step.evidence is None:
         return ""
-    text = _STAMP.sub("", step.evidence.text)
+    text = one_line(_STAMP.sub("", step.evidence.text))
     return f"L{step.evidence.line_no}: " + (text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…")
 
 
@@ -104,7 +107,7 @@ def render_isolation(isolation: Isolation) -> RenderableType:
 
 def summary(isolation: Isolation) -> list[Text]:
     """The answer in a few lines."""
-    return [Text(line, style=style) for line, style in answer(isolation)]
+    return [Text(line, style=style) for line, style in answer(isolation)]  # answer's lines: made safe there
 
 
 def answer(isolation: Isolation) -> list[tuple[str, str]]:
@@ -130,7 +133,7 @@ def answer(isolation: Isolation) -> list[tuple[str, str]]:
         lines.append((f"{isolation.launches} launches (a bisection of the published versions)", "dim"))
     else:
         lines.append((f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
-    return lines
+    return [(one_line(line), style) for line, style in lines]  # names, reasons, labels: a server's or a spec's words
 
 
 def _culprit_lines(isolation: Isolation) -> list[tuple[str, str]]:

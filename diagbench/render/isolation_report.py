@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from diagbench import safetext
 from diagbench.isolate.factors import Factor
 from diagbench.isolate.record import Isolation, Step
 from diagbench.isolate.search import Result
@@ -15,7 +16,6 @@ from diagbench.render.html import render_html
 from diagbench.render.htmlkit import Html, breakable, el
 from diagbench.render.isolation import answer, applied_text, deciding, outcomes_text, result_text
 from diagbench.render.report import render_json, render_markdown
-from diagbench.render.text import visible
 
 _BADGE = {Result.FAIL: "v-refuted", Result.PASS: "v-supported", Result.UNRESOLVED: "v-inconclusive"}
 _LINE_CLASS = {"bold red": "regression", "bold yellow": "warning", "dim": "same"}
@@ -55,8 +55,7 @@ DOCUMENTS: dict[str, Callable[[RunView, Isolation], str]] = {
 # -- Markdown ---------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    return visible(text).replace("|", "\\|").replace("\n", " ")
+_md = safetext.markdown
 
 
 def _markdown(isolation: Isolation) -> list[str]:
@@ -64,7 +63,7 @@ def _markdown(isolation: Isolation) -> list[str]:
     out += [f"- **{_md(line)}**" if style.startswith("bold") else f"- {_md(line)}" for line, style in answer(isolation)]
     out += ["", "| factor | kind | good | bad |", "|---|---|---|---|"]
     out += [
-        f"| `{_md(f.name)}` | {f.kind.value} | {_md(f.label(False))} | {_md(f.label(True))} |"
+        f"| `{safetext.markdown_code(f.name)}` | {f.kind.value} | {_md(f.label(False))} | {_md(f.label(True))} |"
         for f in isolation.factors
     ]
     out += ["", "| # | applied | outcome | result | deciding line |", "|---|---|---|---|---|"]
@@ -72,7 +71,7 @@ def _markdown(isolation: Isolation) -> list[str]:
         cells = (applied_text(step, len(isolation.factors)), outcomes_text(step), result_text(step), deciding(step))
         out.append(f"| {number} | " + " | ".join(_md(c) for c in cells) + " |")
     out.append("")
-    out += [f"{side}: `{_md(command)}`  " for side, command in (isolation.commands or {}).items()]
+    out += [f"{side}: `{safetext.markdown_code(command)}`  " for side, command in (isolation.commands or {}).items()]
     return out
 
 

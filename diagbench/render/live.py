@@ -31,6 +31,7 @@ from diagbench.records.store import RunDir
 from diagbench.render.hangs import outcome_words
 from diagbench.render.report import OUTCOME_STYLE, deciding_line
 from diagbench.render.text import visible
+from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 
 HEARTBEAT_S = 30.0
@@ -233,7 +234,7 @@ class Progress:
             "time",
             "left",
         ):
-            table.add_column(column, no_wrap=True, overflow="ellipsis")
+            table.add_column(Text(one_line(column)), no_wrap=True, overflow="ellipsis")  # axis names: never markup
         for row in finished:
             table.add_row(*self._cells(row, axes, gpus, now))
         for row in running:
@@ -242,7 +243,9 @@ class Progress:
 
     def _cells(self, row: _Row, axes: list[str], gpus: bool, now: float) -> list[Text]:
         start = row.start or now
-        cells = [Text(row.params.get(a, "")) for a in axes] + ([Text(str(row.repeat))] if self.repeats else [])
+        cells = [Text(one_line(row.params.get(a, ""))) for a in axes] + (
+            [Text(str(row.repeat))] if self.repeats else []
+        )
         if row.record is not None:
             r = row.record
             cells.append(Text(visible(outcome_words(r, short=True)), style=OUTCOME_STYLE.get(r.outcome, "")))

@@ -12,12 +12,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from diagbench import safetext
 from diagbench.judge.cells import cell_counts, repeated
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.render.hangs import hangs_markdown, outcome_words, saved_words
-from diagbench.render.text import visible
+from diagbench.safetext import one_line
 from diagbench.vocab import VerdictWord
 
 OUTCOME_STYLE = {
@@ -89,9 +90,9 @@ def render_table(view: RunView) -> RenderableType:
     """Terminal tables: one column per matrix axis, so a cell reads across its factors."""
     axes = list(view.records[0].params) if view.records else []
     with_gpus = any(r.gpus for r in view.records)
-    cells = Table(title=f"{view.spec_name}: outcomes", title_justify="left", expand=False)
+    cells = Table(title=_text(f"{view.spec_name}: outcomes"), title_justify="left", expand=False)
     for column in (*axes, "#", *(["gpus"] if with_gpus else []), "outcome", "phase", "time", "deciding line"):
-        cells.add_column(column, overflow="fold")
+        cells.add_column(_text(column), overflow="fold")  # a spec's axis names: never markup
     for r in view.records:
         cells.add_row(  # Text, never markup: a log line may hold "[rank0]" or "[/x]"
             *(_text(r.params.get(axis, "")) for axis in axes),
@@ -117,11 +118,13 @@ def render_table(view: RunView) -> RenderableType:
                 _text(v.meaning or ""),
             )
         parts.append(hyp)
-    parts.append(Text(_footer(view), style="dim", no_wrap=True, overflow="ignore"))  # a path stays whole
+    parts.append(
+        Text(safetext.terminal(_footer(view)), style="dim", no_wrap=True, overflow="ignore")
+    )  # a path stays whole
     for violation in view.violations:
         parts.append(
             Text(
-                f"expect #{violation.expectation + 1} violated: {violation.cell_id} wanted "
+                f"expect #{violation.expectation + 1} violated: {one_line(violation.cell_id)} wanted "
                 f"{violation.wanted}, got {violation.got}",
                 style="bold red",
             )
@@ -131,7 +134,7 @@ def render_table(view: RunView) -> RenderableType:
 
 def _text(text: str) -> Text:
     """A table cell from a server's or a record's words: never markup, never a control sequence."""
-    return Text(visible(text))
+    return Text(one_line(text))
 
 
 def _counts_table(view: RunView) -> Table:
@@ -139,7 +142,7 @@ def _counts_table(view: RunView) -> Table:
     table.add_column("cell", overflow="fold")
     table.add_column("outcomes", overflow="fold")
     for counts in cell_counts(view.records):
-        table.add_row(Text(counts.cell_id), Text(str(counts), style="yellow" if counts.flaky else ""))
+        table.add_row(_text(counts.cell_id), Text(str(counts), style="yellow" if counts.flaky else ""))
     return table
 
 
@@ -158,27 +161,28 @@ def _footer(view: RunView) -> str:
 # -- Markdown ---------------------------------------------------------------------------
 
 
-def _md(text: str) -> str:
-    return visible(text).replace("|", "\\|").replace("\n", " ")
+_md = safetext.markdown
+_code = safetext.markdown_code
 
 
 def render_markdown(view: RunView, sections: Sequence[str] = ()) -> str:
     """The run in Markdown; `sections` (an isolation's) go first, after the description."""
-    out = [f"## diagbench: {view.spec_name}", ""]
+    out = [f"## diagbench: {_md(view.spec_name)}", ""]
     if view.description:
-        out += [view.description.strip(), ""]
+        out += [_md(view.description.strip()), ""]
     out += [part for section in sections for part in (section.rstrip("\n"), "")]
     if view.verdicts:
         out += ["### Hypotheses", "", "| hypothesis | verdict | why | meaning |", "|---|---|---|---|"]
         for v in view.verdicts:
             out.append(
-                f"| `{v.id}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v))} | {_md(v.meaning or '')} |"
+                f"| `{_code(v.id)}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v))} "
+                f"| {_md(v.meaning or '')} |"
             )
         out.append("")
     out += _markdown_cells(view)
     if repeated(view.records):
         out += ["### Cells over their repeats", "", "| cell | outcomes |", "|---|---|"]
-        out += [f"| `{c.cell_id}` | {_md(str(c))} |" for c in cell_counts(view.records)]
+        out += [f"| `{_code(c.cell_id)}` | {_md(str(c))} |" for c in cell_counts(view.records)]
         out.append("")
     tally = _tally(view)
     if tally:
@@ -188,10 +192,10 @@ def render_markdown(view: RunView, sections: Sequence[str] = ()) -> str:
     out += hangs_markdown(view)
     for violation in view.violations:
         out.append(
-            f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
+            f"- **expect #{violation.expectation + 1} violated**: `{_code(violation.cell_id)}` wanted "
             f"{violation.wanted}, got {violation.got}"
         )
-    ending = f"Run `{view.run_id}`, {'complete' if view.complete else 'partial'}"
+    ending = f"Run `{_code(view.run_id)}`, {'complete' if view.complete else 'partial'}"
     if view.verdicts:
         match = "matches" if view.hashes_match else "DOES NOT match"
         ending += f"; hypotheses sha256 `{view.hypotheses_sha256}` ({match} the manifest)"
@@ -213,7 +217,9 @@ def _markdown_cells(view: RunView) -> list[str]:
         gpus = f" {_gpus(r)} |" if with_gpus else ""
         phase = _md(r.phase or "")
         label = _md(outcome_words(r))
-        out.append(f"| `{r.cell_id}` | {r.repeat} |{gpus} {label} | {phase} | {seconds} | {_md(deciding_line(r))} |")
+        out.append(
+            f"| `{_code(r.cell_id)}` | {r.repeat} |{gpus} {label} | {phase} | {seconds} | {_md(deciding_line(r))} |"
+        )
     out.append("")
     return out
 
@@ -277,10 +283,14 @@ def render_junit(view: RunView) -> str:
         suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
         suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
         suite.set("errors", "0")
+    for element in suites.iter():  # every text and attribute: a server's line, a spec's name, a reason
+        element.text = safetext.xml(element.text) if element.text else element.text
+        for name, value in element.attrib.items():
+            element.set(name, safetext.xml(value))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
 def _xml_safe(text: str) -> str:
-    """XML 1.0 cannot carry most control characters; server logs can (shown as escapes)."""
-    return "".join(ch for ch in visible(text, keep="\t\n\r") if ch not in "\ufffe\uffff")
+    """XML 1.0 cannot carry most control characters; server logs can (shown as escapes: safetext.xml)."""
+    return safetext.xml(text)

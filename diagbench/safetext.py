@@ -1,0 +1,79 @@
+"""One escaping policy for every output: text that came from a server, a spec, a pack or
+another user's process (log lines, reasons, labels, names, process titles) is made safe for
+the place it is shown, by one function per place, applied to the value (never to a layout).
+
+A server's log can hold escape sequences that clear the screen, set the window title (OSC)
+or move the cursor (CSI), NUL and other control bytes that XML cannot carry, and
+bidirectional overrides (U+202A-U+202E, U+2066-U+2069) that make a line read differently
+from what it holds. So:
+
+- terminal, Markdown, GitHub annotations, stored reasons: each such character is *shown* as
+  an escape (`\\x1b`, `\\u202e`), never obeyed; line breaks only where the place allows them;
+- Markdown also escapes what would become markup there: `<`, `>`, `&` (no raw HTML), `|`
+  (a table's cell), backticks, and the emphasis and link characters;
+- XML (JUnit): shown as escapes too (XML 1.0 cannot carry most of them; a CI reader shows
+  the text), and the XML writer escapes `<`, `>`, `&` and quotes;
+- HTML: removed (a page cannot show them as what they are), then `<`, `>`, `&` (and quotes,
+  in attributes) are escaped.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+
+# C0 and C1 controls, DEL, zero-width and bidirectional formatting characters, lone
+# surrogates (from undecodable bytes) and the two non-characters XML refuses
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ud800-\udfff\ufffe\uffff]")
+# a backslash that would escape the punctuation after it, code and emphasis marks, a table's
+# pipe, and the `](` that makes a link or an image
+_MARKDOWN = re.compile(r"(\\(?=[!-/:-@\[-`{-~])|[`*|]|(?<=\])\()")
+
+
+def terminal(text: str, keep: str = "\t\n") -> str:
+    """`text` with every control or formatting character but those in `keep` written as an escape."""
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else _escape(m.group()), text)
+
+
+def one_line(text: str) -> str:
+    """For a table cell, a title, a stored reason: every control character shown, line breaks too."""
+    return terminal(text, keep="")
+
+
+def markdown(text: str) -> str:
+    """For Markdown (reports, the GitHub step summary, issues): one line, no markup of its own."""
+    shown = terminal(text.replace("\r\n", "\n").replace("\n", " "), keep="")
+    shown = _html.escape(shown, quote=False)  # `<script>` is text, not HTML GitHub would render
+    return _MARKDOWN.sub(r"\\\1", shown)
+
+
+def markdown_code(text: str) -> str:
+    """For inside a Markdown code span: no backtick can end it, no pipe a table's cell (GitHub
+    reads `\\|` there as `|`), no control character passes; `<` is literal in a code span."""
+    return terminal(text.replace("\n", " "), keep="").replace("`", "'").replace("|", "\\|")
+
+
+def annotation(text: str, prop: bool = False) -> str:
+    """For a GitHub workflow command: escapes shown, then its own escapes (%, CR, LF; `:` `,` in a property)."""
+    text = terminal(text, keep="\r\n").replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+def strip_unsafe(text: str, keep: str = "\t\n") -> str:
+    """`text` without control and formatting characters (but those in `keep`)."""
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in keep else "", text)
+
+
+def xml(text: str) -> str:
+    """For XML 1.0 text and attributes (JUnit): what XML cannot carry shown as escapes; the writer escapes the rest."""
+    return terminal(text, keep="\t\n\r")
+
+
+def html(text: str, quote: bool = False) -> str:
+    """For HTML text (and attributes, with `quote`): unsafe characters removed, markup escaped."""
+    return _html.escape(strip_unsafe(text), quote=quote)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
