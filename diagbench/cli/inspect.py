@@ -93,18 +93,18 @@ def report(
     from diagbench.render.html import render_html
     from diagbench.render.isolation import render_isolation
     from diagbench.render.isolation_report import DOCUMENTS
-    from diagbench.render.report import render_json, render_junit, render_markdown, render_table
+    from diagbench.render.report import print_run, render_json, render_junit, render_markdown
 
     view = guarded(lambda: view_of(load_run(run_dir)))
     isolation = guarded(lambda: read_isolation(run_dir))
     if isolation is not None and format is not Format.junit:  # an isolation's answer and steps lead
         if format is Format.table:  # its steps say more than its cells
-            out.print(render_isolation(isolation))
+            out.print(render_isolation(isolation, out.width))
         else:
             sys.stdout.write(DOCUMENTS[format.value](view, isolation))
         raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
-        out.print(render_table(view))
+        print_run(out, view)
         annotate(view)
     else:
         renderers: dict[Format, Callable[[RunView], str]] = {

@@ -175,12 +175,12 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
-    from diagbench.render.report import render_table
+    from diagbench.render.report import print_run
 
     # the tables are rendered from what is on disk, as `diagbench report` would: what the user
     # sees is exactly what was recorded (and a record that failed to write shows as missing)
     view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
-    out.print(render_table(view))
+    print_run(out, view)
     if result.write_error is not None:
         kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
         err.print(f"diagbench: {result.write_error}; {kept}", markup=False)

@@ -274,4 +274,5 @@ def make_step(
         attempts=tuple(r.attempt for r in records),
         evidence=first.evidence,
         baseline=baseline,
+        reason=first.reason or "",
     )
