@@ -10,7 +10,16 @@ from functools import partial
 from typing import Any
 
 from diagbench.spec.matrix import Axis, Cell, parse_selector
-from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, Outcome, outcome_label
+from diagbench.vocab import (
+    CONDITION_OUTCOMES,
+    FAILURE_CLASSES,
+    NOT_READY,
+    NOT_READY_OUTCOMES,
+    VERDICTS,
+    Ended,
+    Outcome,
+    outcome_label,
+)
 from diagbench.yamlsrc import Src, suggest
 
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
@@ -18,15 +27,19 @@ _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meanin
 
 @dataclass(frozen=True)
 class Condition:
-    """An outcome, optionally narrowed to a failure class: `failed:oom`."""
+    """An outcome, optionally narrowed to a failure class: `failed:oom`; or `not_ready`, any
+    outcome of a launch that did not come up (failed, crashed, timeout, launch_error)."""
 
-    outcome: Outcome
+    outcome: Outcome | str  # an Outcome, or NOT_READY
     failure_class: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if self.outcome != NOT_READY:
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
 
     def holds(self, record: Ended) -> bool:
+        if self.outcome == NOT_READY:
+            return record.outcome in NOT_READY_OUTCOMES
         if record.outcome != self.outcome:
             return False
         return self.failure_class is None or self.failure_class == record.failure_class
@@ -89,7 +102,7 @@ def _condition_of(text: str) -> Condition:
     outcome, _, cls = _string(text).partition(":")
     if cls and cls not in FAILURE_CLASSES:
         raise ValueError(f"unknown failure class {cls!r}")
-    return Condition(Outcome(outcome), cls or None)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), cls or None)
 
 
 def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -131,7 +144,7 @@ def _condition(item: Src) -> Condition:
         raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
     if cls and outcome != Outcome.FAILED.value:
         raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-    return Condition(Outcome(outcome), cls or None)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), cls or None)
 
 
 def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:
