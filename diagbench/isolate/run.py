@@ -28,6 +28,7 @@ from diagbench.records.store import RunDir, new_run_id, open_run, write_json
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.spec.ready import ISOLATE_READY_FIX, READY_FIX
 from diagbench.vocab import Outcome
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+=-]+")
@@ -152,7 +153,9 @@ def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord])
 
 
 def _why(record: AttemptRecord) -> str:
-    return f"L{record.evidence.line_no}: {record.evidence.text}" if record.evidence else record.reason
+    if record.evidence:
+        return f"L{record.evidence.line_no}: {record.evidence.text}"
+    return record.reason.replace(READY_FIX, ISOLATE_READY_FIX)  # a timeout with no ready rule: isolate's own fix
 
 
 class Prober:
