@@ -93,6 +93,8 @@ def run(
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     given = RunFlags(tuple(only) if only else None, repeat, parallel, request, stop_when_decided, fail_fast)
     flags = _flags(given, resume)
+    if resume is not None:
+        _stop_if_finished(resume, loaded_spec)
     for note in guarded(lambda: check_decision_options(loaded_spec, flags.stop_when_decided, flags.fail_fast)):
         err.print(f"diagbench: note: {note}", markup=False)
     kind = executor.value if executor else None
@@ -196,6 +198,18 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
         raise typer.Exit(ExitCode.HARNESS)
     say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
+
+
+def _stop_if_finished(resume: Path, spec: Spec) -> None:
+    """A finished run: say so and exit 0, rather than reprint it (its spec checked first)."""
+    from diagbench.execute.resume import check_same_spec, nothing_to_resume
+    from diagbench.records.store import load_run
+
+    guarded(lambda: check_same_spec(resume, load_run(resume).manifest, spec))
+    said = guarded(lambda: nothing_to_resume(resume))
+    if said is not None:
+        err.print(f"diagbench: {said}", markup=False)
+        raise typer.Exit(ExitCode.OK)
 
 
 def _spec_to_run(spec: Path | None, resume: Path | None) -> Spec:
