@@ -24,7 +24,7 @@ from diagbench.launch import host
 from diagbench.records.manifest import build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
-from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.records.store import LATEST_ISOLATION, RunDir, new_run_id, open_run, write_json
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
@@ -95,7 +95,7 @@ def isolation_slots(problem: Problem, options: IsolateOptions) -> SlotPlan:
 def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents) -> RunDir:
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
     run_id = options.run_id or new_run_id(problem.run_name)
-    run_dir = open_run(options.runs_dir, run_id)
+    run_dir = open_run(options.runs_dir, run_id, LATEST_ISOLATION)  # runs/latest stays the newest matrix run
     settings = {
         "isolate": True,
         "repeat": options.repeat,
