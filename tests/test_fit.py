@@ -3,8 +3,10 @@ DIAGBENCH_UPDATE_GOLDEN=1 rewrites them), words never broken, the run's path nev
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,13 @@ def test_the_isolation_steps_show_what_decided_an_http_ready_or_timeout_step() -
     assert "ready: GET /health -> 200" in text
     assert "not ready within 5s" in text
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_the_interrupt_tally_counts_a_cancelled_launch_as_launched(demo: Path) -> None:
+    run_dir = RunDir(demo)
+    names = sorted(p.name for p in (demo / "cells").iterdir())
+    for name, started in ((names[0], "2026-12-03T04:09:27+0000"), (names[1], None), (names[2], None)):
+        data = AttemptRecord.from_json(json.loads((demo / "cells" / name / "result.json").read_text()))
+        run_dir.write_result(replace(data, outcome="cancelled", failure_class=None, started_at=started))
+    lines = shown(demo, 200).splitlines()
+    assert "6 attempts: 4 launched (1 cancelled while it ran), 2 cancelled before launch" in lines

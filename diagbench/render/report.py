@@ -63,13 +63,23 @@ def _gpus(r: AttemptRecord) -> str:
 
 
 def _tally(view: RunView) -> str:
-    """`6 attempts: 4 launched, 2 skipped` where some did not launch; else nothing."""
-    idle = [r for r in view.records if not r.outcome.ran]
-    if not idle:
+    """`6 attempts: 4 launched (1 cancelled while it ran), 2 cancelled before launch` where some
+    attempt did not run to its outcome; else nothing. Launched is what started a server."""
+    records = view.records
+    if all(r.outcome.ran for r in records):
         return ""
-    words = {o: sum(1 for r in idle if r.outcome is o) for o in dict.fromkeys(r.outcome for r in idle)}
-    shown = ", ".join(f"{n} {o.value}" for o, n in words.items())
-    return f"{len(view.records)} attempts: {len(view.records) - len(idle)} launched, {shown}"
+    launched = [r for r in records if r.outcome.ran or r.started_at is not None]
+    stopped = [r for r in launched if not r.outcome.ran]
+    idle = [r for r in records if r not in launched]
+    head = f"{len(records)} attempts: {len(launched)} launched"
+    if stopped:
+        head += f" ({_counted(stopped)} while it ran)" if len(stopped) == 1 else f" ({_counted(stopped)} while they ran)"
+    return head + (f", {_counted(idle)} before launch" if idle else "")
+
+
+def _counted(records: Sequence[AttemptRecord]) -> str:
+    words = {o: sum(1 for r in records if r.outcome is o) for o in dict.fromkeys(r.outcome for r in records)}
+    return ", ".join(f"{n} {o.value}" for o, n in words.items())
 
 
 # -- terminal ---------------------------------------------------------------------------
