@@ -179,6 +179,11 @@ def test_diff_json_of_the_two_gpu_runs():
     assert cli("diff", str(a), str(b), "--format", "json").stdout == done.stdout
     page = cli("diff", str(a), str(b), "--format", "html").stdout
     assert page.startswith("<!doctype html>") and "REGRESSION" in page and "custom-kernel-breaks-capture" in page
+    heads = re.findall(r"<thead>.*?</thead>", page, re.S)
+    assert len(heads) == 2  # the cells' table and the verdicts' table say which side is which
+    for head in heads:
+        assert "before <code>refserver-capture-h200</code>" in head
+        assert "after <code>refserver-capture-h200-fresh-caches</code>" in head
 
 
 def test_classify_json_is_one_object():
