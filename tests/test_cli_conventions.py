@@ -63,6 +63,59 @@ def test_every_help_answers_to_h_and_names_values_in_plain_words(command):
     assert "--no-strict" not in result.output
 
 
+PLACEHOLDERS = {
+    "SPEC", "RUN", "RUN_A", "RUN_B", "LOG", "NAME", "CMD", "DIR", "ID", "N", "LIST", "FILE", "D", "P", "ARG",
+    "AXIS=LABEL", "NAME=VALUE", "REGEX", "PATH", "PACK,...", "COMMAND",
+}  # fmt: skip
+
+
+def test_every_value_is_named_from_one_vocabulary_and_an_option_alike_everywhere():
+    group = typer.main.get_command(app)
+    seen: dict[str, set[str]] = {}
+    for name, command in group.commands.items():
+        if command.hidden:
+            continue
+        for param in command.params:
+            if getattr(param, "is_flag", False):
+                continue
+            word = param.metavar or param.human_readable_name
+            if "|" in word.strip("[]"):
+                continue  # choices, spelt out: --format table|md|json
+            assert word in PLACEHOLDERS, (name, param.name, word)  # not GOOD, RUNS_DIR, GOOD_ENV
+            seen.setdefault(param.opts[0], set()).add(word)
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}, seen  # --runs-dir DIR in every command
+    assert seen["--runs-dir"] == {"DIR"} and seen["--good"] == {"CMD"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["plan"],
+            "diagbench: plan: missing SPEC (the experiment's YAML spec); usage: diagbench plan [OPTIONS] SPEC; more: diagbench plan -h",
+        ),
+        (
+            ["diff", "runs/a"],
+            "diagbench: diff: missing RUN_B (the later run); usage: diagbench diff [OPTIONS] RUN_A RUN_B; more: diagbench diff -h",
+        ),
+        (
+            ["report", "--format", "xx", "r"],
+            "diagbench: report: invalid value for '--format' / '-f': 'xx' is not one of",
+        ),
+        (
+            ["frob"],
+            "diagbench: no such command 'frob'; usage: diagbench [OPTIONS] COMMAND [ARGS]...; more: diagbench -h",
+        ),
+        (["isolate"], "diagbench: isolate: missing --good CMD (the launch that comes up"),
+    ],
+)
+def test_a_command_line_mistake_is_one_diagbench_line_with_the_usage(args, message):
+    done = cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
+    assert "Error:" not in done.stderr and "Try '" not in done.stderr
+
+
 def test_top_level_help_lists_commands_in_reading_order_run_first():
     listed = re.findall(r"^  (\w+)  ", runner.invoke(app, ["-h"]).output.split("Commands:")[1], re.MULTILINE)
     shown = [name for name in listed if name in COMMANDS]

@@ -82,7 +82,9 @@ REPORT_EXIT_CODES = (
 @app.command(epilog=REPORT_EXIT_CODES)
 def report(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="a run directory, e.g. runs/latest")],
-    format: Annotated[Format, typer.Option("--format", "-f", help="html: one self-contained page")] = Format.table,
+    format: Annotated[
+        Format, typer.Option("--format", "-f", metavar="table|md|json|junit|html", help="html: one self-contained page")
+    ] = Format.table,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
@@ -132,9 +134,12 @@ def classify(
         str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
-    engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
+    engine: Annotated[Engine, typer.Option(metavar="auto|hyperscan|re", help="the scan engine")] = Engine.auto,
     server: Annotated[
-        str | None, typer.Option(help="the server that wrote the log (vllm, sglang, ...): its own ready lines decide")
+        str | None,
+        typer.Option(
+            metavar="NAME", help="the server that wrote the log (vllm, sglang, ...): its own ready lines decide"
+        ),
     ] = None,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
@@ -204,7 +209,7 @@ def diff(
     run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run")],
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
     format: Annotated[
-        DiffFormat, typer.Option("--format", "-f", help="html: one self-contained page")
+        DiffFormat, typer.Option("--format", "-f", metavar="text|json|html", help="html: one self-contained page")
     ] = DiffFormat.text,
     as_json: Annotated[bool, typer.Option("--json", help="the same as --format json")] = False,
 ) -> None:

@@ -27,24 +27,32 @@ _GOOD_HELP = (
 
 @app.command()
 def isolate(
-    good: Annotated[str, typer.Option(help=_GOOD_HELP)],
-    bad: Annotated[str, typer.Option(help="the launch that fails, written the same way")],
-    spec: Annotated[Path | None, typer.Argument(help="a spec whose axes --good and --bad name")] = None,
-    good_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the good launch")] = None,
-    bad_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the bad launch")] = None,
-    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
-    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
-    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
-    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
-    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
-    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
-    repeat: Annotated[int, typer.Option(min=1, help="launches per configuration; disagreeing ones are flaky")] = 1,
-    parallel: Annotated[
-        int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
+    good: Annotated[str, typer.Option(metavar="CMD", help=_GOOD_HELP)],
+    bad: Annotated[str, typer.Option(metavar="CMD", help="the launch that fails, written the same way")],
+    spec: Annotated[Path | None, typer.Argument(metavar="SPEC", help="a spec whose axes --good and --bad name")] = None,
+    good_env: Annotated[list[str] | None, typer.Option(metavar="NAME=VALUE", help="set for the good launch")] = None,
+    bad_env: Annotated[list[str] | None, typer.Option(metavar="NAME=VALUE", help="set for the bad launch")] = None,
+    ready: Annotated[str | None, typer.Option(metavar="REGEX", help="the ready line (default: the packs')")] = None,
+    http: Annotated[
+        str | None, typer.Option(metavar="PATH", help="ready when GET 127.0.0.1:{port}PATH answers 200")
     ] = None,
-    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
-    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
-    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
+    signatures: Annotated[
+        str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
+    ] = None,
+    timeout: Annotated[str | None, typer.Option(metavar="D", help="launch -> ready, e.g. 8m (default 10m)")] = None,
+    grace: Annotated[str | None, typer.Option(metavar="D", help="SIGTERM -> SIGKILL (default 10s)")] = None,
+    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
+    repeat: Annotated[
+        int, typer.Option(min=1, metavar="N", help="launches per configuration; disagreeing ones are flaky")
+    ] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, metavar="N", help="launches at once (default: one per GPU slot, else 1)")
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
+    ] = None,
+    runs_dir: Annotated[Path, typer.Option(metavar="DIR", help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(metavar="ID", help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="list the factors and both commands; launch nothing")

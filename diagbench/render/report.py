@@ -73,7 +73,9 @@ def _tally(view: RunView) -> str:
     idle = [r for r in records if r not in launched]
     head = f"{len(records)} attempts: {len(launched)} launched"
     if stopped:
-        head += f" ({_counted(stopped)} while it ran)" if len(stopped) == 1 else f" ({_counted(stopped)} while they ran)"
+        head += (
+            f" ({_counted(stopped)} while it ran)" if len(stopped) == 1 else f" ({_counted(stopped)} while they ran)"
+        )
     return head + (f", {_counted(idle)} before launch" if idle else "")
 
 
