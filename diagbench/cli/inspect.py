@@ -125,7 +125,14 @@ class Engine(str, Enum):
     re = "re"
 
 
-@app.command()
+CLASSIFY_EXIT = {"ready": 0, "failed": 1, "unknown": 3}  # scripts branch on it: `if diagbench classify x.log`
+CLASSIFY_EXIT_CODES = (
+    "\b\nExit codes: 0 ready; 1 failed (a failure line decided); 3 unknown (the log decides nothing);"
+    " 2 bad usage (a missing or unreadable log)."
+)
+
+
+@app.command(epilog=CLASSIFY_EXIT_CODES)
 def classify(
     logfile: Annotated[
         Path, typer.Argument(metavar="LOG", help="a server log, or - to read standard input until the decision")
@@ -156,7 +163,7 @@ def classify(
         result = redact_classification(guarded(lambda: classify_file(logfile, sigs, engine.value, given)), secrets)
         if as_json:
             sys.stdout.write(json.dumps(result.to_json()) + "\n")
-            return
+            raise typer.Exit(CLASSIFY_EXIT[result.outcome])
         shown = context(logfile, result.line_no) if result.line_no else []
     else:
         import tempfile
@@ -166,7 +173,7 @@ def classify(
             result = redact_classification(result, secrets)
             if as_json:
                 sys.stdout.write(json.dumps(result.to_json()) + "\n")
-                return
+                raise typer.Exit(CLASSIFY_EXIT[result.outcome])
             copy.seek(0)
             shown = context(copy, result.line_no) if result.line_no else []
     from diagbench.render.classify import render_classification
@@ -174,6 +181,7 @@ def classify(
     shown = [(number, secrets.cut(text)) for number, text in shown]  # clipped at 300 characters
     for line in render_classification(result, shown, given is not None):
         out.print(line, markup=False, soft_wrap=True)
+    raise typer.Exit(CLASSIFY_EXIT[result.outcome])
 
 
 @app.command("signatures")
