@@ -144,6 +144,7 @@ def run_attempt(
             stats = log.close()
         if log.error is not None:
             raise log.error
+        decision = _own_exit(decision, proc, teardown)
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
@@ -340,6 +341,18 @@ def _drain(reader: _Reader) -> None:
             if not sel.select(left):
                 return
             reader.pump(after_decision=True)
+
+
+def _own_exit(decision: Decision, proc: ServerProcess, teardown: Teardown) -> Decision:
+    """A main process that ended by itself before the teardown could signal it (a failure line,
+    then `exit 1`: decided on the line, gone when SIGTERM came) keeps its own exit code or signal.
+    One the teardown signalled ended of diagbench's signal: no exit of its own (null)."""
+    code = proc.exit_code()
+    if decision.exit_code is not None or decision.signal is not None or code is None:
+        return decision
+    if any(k.pid == proc.pid for k in teardown.killed):
+        return decision
+    return replace(decision, exit_code=code if code >= 0 else None, signal=-code if code < 0 else None)
 
 
 def _shell_could_not_start(decision: Decision) -> Decision:
