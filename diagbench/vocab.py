@@ -38,19 +38,32 @@ CONDITION_OUTCOMES = (
     NOT_READY,
 )
 
-FAILURE_CLASSES = (
-    "cuda_graph_capture",
-    "oom",
-    "nccl",
-    "port_in_use",
-    "torch_compile",
-    "triton",
-    "illegal_memory_access",
-    "killed",
-    "segfault",
-    "import_error",
-    "other",
-)
+
+class FailureClass(str, Enum):
+    """Why a `failed` launch failed (the `class` of the signature that decided)."""
+
+    CUDA_GRAPH_CAPTURE = "cuda_graph_capture"
+    OOM = "oom"
+    NCCL = "nccl"
+    PORT_IN_USE = "port_in_use"
+    TORCH_COMPILE = "torch_compile"
+    TRITON = "triton"
+    ILLEGAL_MEMORY_ACCESS = "illegal_memory_access"
+    KILLED = "killed"
+    SEGFAULT = "segfault"
+    IMPORT_ERROR = "import_error"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, word: str) -> FailureClass | None:
+        """The class a word names, or None for a word that names none."""
+        return cls._value2member_map_.get(word)  # type: ignore[return-value]
+
+
+FAILURE_CLASSES = tuple(c.value for c in FailureClass)  # the words, for suggestions
 
 
 def outcome_label(outcome: Outcome | str, failure_class: str | None) -> str:

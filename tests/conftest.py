@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -16,8 +19,10 @@ from diagbench.records.record import AttemptRecord
 from diagbench.spec.gpus import parse_gpu_request
 from diagbench.spec.load import load_spec
 
+T = TypeVar("T")
 FAKE = Path(__file__).parent / "fakeserver.py"
 FIXTURES = Path(__file__).parent / "fixtures"
+COLUMNS = 200  # wide enough that rich never wraps a line a test checks
 
 
 # marker -> (the variable that enables its tests, why they are skipped without it)
@@ -57,6 +62,28 @@ def private_gpu_locks(tmp_path_factory: pytest.TempPathFactory):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(LOCKS_VAR, str(tmp_path_factory.mktemp("gpu-locks")))
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def fixed_terminal_width():
+    """Every diagbench a test starts (and rich in this process) draws COLUMNS wide, whether
+    pytest runs on a terminal or in a pytest-xdist worker (which has none: 80 columns)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COLUMNS", str(COLUMNS))
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_sweep_scope():
+    """A cleanup scope of this test session's own (each pytest-xdist worker has one): every
+    diagbench it starts sweeps only the leftovers of this session, never those another worker
+    or another checkout's session is still checking."""
+    from diagbench.launch.tags import SCOPE_VAR
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(SCOPE_VAR, f"pytest-{worker}-{uuid.uuid4().hex[:8]}")
         yield
 
 
@@ -155,10 +182,7 @@ def runs(tmp_path: Path):
     yield runner
     result = getattr(runner, "last", None)
     if result is not None:
-        deadline = time.monotonic() + 3
-        while (left := sweep_tagged(result.run_dir.path)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert left == [], f"processes left behind: {left}"
+        wait_gone(result.run_dir.path)
 
 
 def diagbench_argv(*args: str) -> list[str]:
@@ -166,10 +190,53 @@ def diagbench_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "diagbench", *args]
 
 
-def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
-    """Poll `condition()` until true (tests of concurrent processes wait on the file system)."""
+def run_cli(
+    *args: str,
+    cwd: Path | str | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    stdin: int | None = None,
+    timeout: float = 120,
+    columns: int = COLUMNS,
+    **popen: Any,
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m diagbench ARGS` as a user would, at a fixed terminal width (`columns`),
+    with `env` added to this process's environment; stdout and stderr captured as text.
+    `popen`: more arguments for subprocess.run (say preexec_fn)."""
+    full_env = {**os.environ, "COLUMNS": str(columns), **(env or {})}
+    return subprocess.run(
+        diagbench_argv(*args),
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        input=input,
+        stdin=stdin,
+        timeout=timeout,
+        **popen,
+    )
+
+
+@pytest.fixture(name="run_cli")
+def run_cli_fixture() -> Any:
+    """`run_cli(*args, cwd=..., env=..., input=..., columns=...)`: diagbench in a subprocess."""
+    return run_cli
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, what: str | Callable[[], str] = "condition") -> T:
+    """Poll `condition()` until it is truthy and return that value (tests of concurrent
+    processes wait on the file system); past `timeout` seconds, fail the test loudly, naming
+    `what` was awaited (a callable is asked then, so the message can say what was seen)."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not (value := condition()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what() if callable(what) else what}")
         time.sleep(0.05)
+    return value
+
+
+def wait_gone(target: str | Path, timeout: float = 3.0) -> None:
+    """Wait until no process tagged with run `target` (a run id or directory) is left; fail naming them."""
+    wait_until(
+        lambda: not sweep_tagged(target), timeout, lambda: f"{target}'s processes to end; left: {sweep_tagged(target)}"
+    )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from conftest import run_cli
 from diagbench.logs.classify import classify_file
 from diagbench.logs.signatures import builtin_packs, load_packs
 
@@ -39,11 +38,7 @@ def test_no_failed_launch_is_called_ready() -> None:
 
 
 def test_cli_json_has_exactly_the_contract_keys() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "diagbench", "classify", "--json", str(FIXTURES / "sglang_capture_oom.log")],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("classify", "--json", str(FIXTURES / "sglang_capture_oom.log"))
     assert proc.returncode == 1  # failed (0 ready, 3 unknown)
     data = json.loads(proc.stdout)
     assert set(data) == {
@@ -61,21 +56,15 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
 
 
 def test_cli_human_output_shows_context() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "diagbench", "classify", str(FIXTURES / "vllm_capture_raw.log")],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 1
+    proc = run_cli("classify", str(FIXTURES / "vllm_capture_raw.log"))
+    assert proc.returncode == 1  # failed (0 ready, 3 unknown)
     assert "outcome: failed:cuda_graph_capture" in proc.stdout
     assert ">      11 | (EngineCore_0 pid=2817) ERROR" in proc.stdout
     assert "phase reached: capture" in proc.stdout
 
 
 def test_cli_missing_log_is_a_usage_error(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "diagbench", "classify", str(tmp_path / "nope.log")], capture_output=True, text=True
-    )
+    proc = run_cli("classify", str(tmp_path / "nope.log"))
     assert proc.returncode == 2
     assert proc.stderr.startswith("diagbench: ") and "cannot read the log" in proc.stderr
 
@@ -121,12 +110,12 @@ def test_run_decides_a_replayed_log_as_classify_does(runs, name: str) -> None:
 def test_cli_server_option_states_the_server(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("INFO:     Started server process [1]\nINFO:     Application startup complete.\nsome request\n")
-    argv = [sys.executable, "-m", "diagbench", "classify", "--json", str(log)]
-    bare = json.loads(subprocess.run(argv, capture_output=True, text=True).stdout)
+    argv = ["classify", "--json", str(log)]
+    bare = json.loads(run_cli(*argv).stdout)
     assert (bare["outcome"], bare["server"]) == ("ready", None)  # weak: the log ends after uvicorn's line
-    given = json.loads(subprocess.run([*argv, "--server", "vLLM"], capture_output=True, text=True).stdout)
+    given = json.loads(run_cli(*argv, "--server", "vLLM").stdout)
     assert (given["outcome"], given["signature"], given["server"]) == ("ready", "vllm.uvicorn_ready", "vllm")
-    wrong = subprocess.run([*argv, "--server", "vlm"], capture_output=True, text=True)
+    wrong = run_cli(*argv, "--server", "vlm")
     assert wrong.returncode == 2
     assert wrong.stderr.startswith("diagbench: unknown server 'vlm': did you mean 'vllm'? (expected one of: vllm, ")
 
@@ -294,5 +283,5 @@ def test_classify_exits_0_ready_1_failed_3_unknown(tmp_path: Path, text: str, co
     log = tmp_path / "x.log"
     log.write_text(text)
     for extra in ([], ["--json"]):
-        proc = subprocess.run([sys.executable, "-m", "diagbench", "classify", str(log), *extra], capture_output=True)
+        proc = run_cli("classify", str(log), *extra)
         assert proc.returncode == code, (extra, proc.stdout, proc.stderr)

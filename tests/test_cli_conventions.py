@@ -10,14 +10,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
-from conftest import FAKE, fake_command
+from conftest import FAKE, fake_command, run_cli, wait_until
 from diagbench.cli import app
 from diagbench.judge.diff import CellState, cell_states, diff_runs
 from diagbench.judge.verdicts import check_expectations
@@ -35,17 +33,7 @@ SCRIPT = Path(sys.executable).parent / "diagbench"  # the console script, as a s
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=120,
-    )
-
-
-runner = CliRunner()
+    return run_cli(*args, env=env, cwd=cwd)
 
 
 # -- help ---------------------------------------------------------------------------------
@@ -54,13 +42,13 @@ runner = CliRunner()
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_every_help_answers_to_h_and_names_values_in_plain_words(command):
     args = [command, "-h"] if command else ["-h"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert result.output.startswith("Usage: ")
-    assert result.output == runner.invoke(app, [*args[:-1], "--help"]).output
-    metavars = re.sub(r"\{(port|value|python)\}", "", result.output)  # the spec's placeholders, quoted in help
-    assert not re.search(r"<[a-z][^>]*>|\{[a-z_]+\}", metavars), result.output  # no <list[str]>, {spec}
-    assert "--no-strict" not in result.output
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Usage: ")
+    assert result.stdout == run_cli(*args[:-1], "--help").stdout
+    metavars = re.sub(r"\{(port|value|python)\}", "", result.stdout)  # the spec's placeholders, quoted in help
+    assert not re.search(r"<[a-z][^>]*>|\{[a-z_]+\}", metavars), result.stdout  # no <list[str]>, {spec}
+    assert "--no-strict" not in result.stdout
 
 
 PLACEHOLDERS = {
@@ -117,14 +105,14 @@ def test_a_command_line_mistake_is_one_diagbench_line_with_the_usage(args, messa
 
 
 def test_top_level_help_lists_commands_in_reading_order_run_first():
-    listed = re.findall(r"^  (\w+)  ", runner.invoke(app, ["-h"]).output.split("Commands:")[1], re.MULTILINE)
+    listed = re.findall(r"^  (\w+)  ", run_cli("-h").stdout.split("Commands:")[1], re.MULTILINE)
     shown = [name for name in listed if name in COMMANDS]
     assert shown[:5] == ["run", "plan", "report", "diff", "isolate"]
     assert sorted(shown) == sorted(name for name in COMMANDS if name != "worker")  # every public command, once
 
 
 def test_run_help_lists_the_exit_codes_and_what_resume_needs():
-    text = runner.invoke(app, ["run", "-h"]).output
+    text = run_cli("run", "-h").stdout
     assert "Usage: root run [OPTIONS] [SPEC]" in text or "run [OPTIONS] [SPEC]" in text
     for code in ("0", "1", "2", "3", "130"):
         assert re.search(rf"^\s+{code}  \w", text, re.M), code
@@ -132,10 +120,10 @@ def test_run_help_lists_the_exit_codes_and_what_resume_needs():
 
 
 def test_version_has_help_and_prints_the_version():
-    assert "--version             print diagbench's version and exit" in runner.invoke(app, ["-h"]).output
+    assert "--version             print diagbench's version and exit" in run_cli("-h").stdout
     from diagbench import __version__
 
-    assert runner.invoke(app, ["--version"]).output == f"diagbench {__version__}\n"
+    assert run_cli("--version").stdout == f"diagbench {__version__}\n"
 
 
 # -- completion ---------------------------------------------------------------------------
@@ -365,10 +353,11 @@ def test_an_interrupted_run_prints_its_resume_command_which_needs_no_spec(two_ce
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not list(runs.glob("*/cells/002-*/server.log")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # the slow cell is up and hanging
+    wait_until(
+        lambda: any("Load weight begin." in p.read_text() for p in runs.glob("*/cells/002-*/server.log")),
+        timeout=60,
+        what="the slow cell to be up and hanging",
+    )
     proc.send_signal(signal.SIGTERM)  # what Ctrl-C does too; SIGINT may be ignored in a background job
     out, err = proc.communicate(timeout=60)
     run = next(p for p in runs.iterdir() if p.name != "latest")

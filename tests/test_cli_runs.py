@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -12,21 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fake_command
+from conftest import fake_command, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = "The server is fired up and ready to roll!"
 
 
 def diagbench(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=120,
-    )
+    return run_cli(*args, env=env, cwd=cwd)
 
 
 def write(tmp: Path, text: str) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import diagbench_argv, fake_command, wait_until, write_spec
+from conftest import diagbench_argv, fake_command, run_cli, wait_until, write_spec
 from diagbench.errors import UserError
 from diagbench.launch import ports
 from diagbench.launch.process import sweep_tagged
@@ -111,18 +111,8 @@ def test_a_busy_run_dir_is_refused_naming_its_holder(tmp_path):
     )
     try:
         wait_until(lambda: list(runs_dir.glob("busy/cells/*/server.log")), what="the first run's launch")
-        again = subprocess.run(
-            diagbench_argv("run", str(spec), "--runs-dir", str(runs_dir), "--run-id", "busy"),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        resumed = subprocess.run(
-            diagbench_argv("run", str(spec), "--resume", str(runs_dir / "busy")),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        again = run_cli("run", str(spec), "--runs-dir", str(runs_dir), "--run-id", "busy", timeout=60)
+        resumed = run_cli("run", str(spec), "--resume", str(runs_dir / "busy"), timeout=60)
     finally:
         holder.send_signal(signal.SIGINT)
         holder.communicate(timeout=60)
@@ -146,12 +136,7 @@ def test_run_ids_are_plain_names(run_id):
 @pytest.mark.parametrize("run_id", ["../x", "latest"])
 def test_a_bad_run_id_exits_2_before_anything(tmp_path, run_id):
     spec = _spec(tmp_path, f"out={READY}", "hang")
-    proc = subprocess.run(
-        diagbench_argv("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--run-id", run_id),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_cli("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--run-id", run_id, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"diagbench: --run-id {run_id!r} ")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "x").exists()
@@ -333,11 +318,11 @@ def test_leaked_caches_are_looked_for_in_tmp_whatever_this_tmpdir(tmp_path, monk
     import tempfile
 
     from diagbench.launch.reaper import leaked_folders
-    from diagbench.launch.tags import Owner, caches_prefix, me
+    from diagbench.launch.tags import Owner, caches_prefix, current_scope, me
 
     ended = subprocess.Popen([sys.executable, "-c", "pass"])  # a diagbench that has ended
     ended.wait()
-    leaked = Path("/tmp") / (caches_prefix(Owner(ended.pid, "1", me().namespace)) + "t3st")
+    leaked = Path("/tmp") / (caches_prefix(Owner(ended.pid, "1", me().namespace), current_scope()) + "t3st")
     elsewhere = tmp_path / "tmp"
     elsewhere.mkdir()
     mine = elsewhere / leaked.name

@@ -15,16 +15,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from conftest import diagbench_argv, fake_command, wait_until, write_spec
+from conftest import diagbench_argv, fake_command, run_cli, unique_id, wait_until, write_spec
 from diagbench.errors import SpecError
 from diagbench.launch.logfile import CappedLog, tail_size
 from diagbench.launch.ports import free_port
 from diagbench.launch.process import sweep_tagged
-from diagbench.launch.tags import CACHES_PREFIX
+from diagbench.launch.tags import CACHES_PREFIX, SCOPE_VAR, current_scope
 from diagbench.spec.load import load_spec
 from diagbench.vocab import Evidence
 
@@ -35,8 +36,8 @@ def _records(run: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted(run.glob("cells/*/result.json"))}
 
 
-def _diagbench(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(diagbench_argv(*args), capture_output=True, text=True, timeout=120, **kw)  # type: ignore[call-overload]
+def _diagbench(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, **kw)
 
 
 def _start(*args: str, **kw: object) -> subprocess.Popen[bytes]:
@@ -81,7 +82,7 @@ def test_kill_9_leaves_nothing_after_the_next_cleanup(tmp_path):
         run = (runs_dir / "latest").resolve()
         wait_until(lambda: len(sweep_tagged(run)) >= 6, what="both trees")
         main_pids = [c.pid for c in psutil.Process(proc.pid).children()]
-        caches = list(Path(tempfile.gettempdir()).glob(f"{CACHES_PREFIX}{proc.pid}@*"))
+        caches = list(Path(tempfile.gettempdir()).glob(f"{CACHES_PREFIX}{current_scope()}+{proc.pid}@*"))
         assert len(main_pids) == 2 and len(caches) == 2
     finally:
         proc.kill()
@@ -564,6 +565,7 @@ def test_an_unusable_temporary_folder_stops_the_run_as_a_full_disk_does(tmp_path
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, SCOPE_VAR: unique_id()},  # a scope of its own: no leftover of the host is swept (said)
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("diagbench:")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import run_cli
 from diagbench.judge.decide import NOTHING_TO_DECIDE, Decider, decision_order
 from diagbench.judge.diff import diff_runs
 from diagbench.judge.verdicts import check_expectations, judge
@@ -265,9 +265,7 @@ def test_stop_when_decided_without_anything_to_decide_is_a_usage_error(tmp_path)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args], capture_output=True, text=True, timeout=120, env=dict(os.environ)
-    )
+    return run_cli(*args)
 
 
 def test_fail_fast_stops_at_the_first_violated_expect_and_exits_1(tmp_path):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import fake_command, write_spec
+from conftest import fake_command, run_cli, wait_until, write_spec
 from diagbench.errors import SpecError, UserError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import requested, slurm_notes
@@ -139,16 +139,6 @@ def test_squeue_lines_become_job_states() -> None:
     assert JobState("13", "RUNNING").running and not JobState("12", "PENDING").running
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
-
-
 def test_slurm_options_without_slurm_are_exit_2(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, {"command": fake_command(f"out={READY}", "hang")})
     out = run_cli("run", str(spec), "--runs-dir", str(tmp_path / "runs"), "--slurm-partition", "gpu")
@@ -204,9 +194,7 @@ def test_sigterm_to_the_worker_tears_its_server_down_and_records_cancelled(tmp_p
         stderr=subprocess.PIPE,
     )
     log = run_dir / "cells" / attempt / "server.log"
-    deadline = time.monotonic() + 60
-    while b"loading" not in (log.read_bytes() if log.exists() else b"") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: log.exists() and b"loading" in log.read_bytes(), timeout=60, what="the server to be loading")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0
     record = json.loads((run_dir / "cells" / attempt / "result.json").read_text())

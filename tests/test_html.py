@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from diagbench.judge.view import view_of
+from diagbench.records.manifest import Manifest, PlannedEntry
 from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.store import RunDir, load_run
 from diagbench.render.grid import build_grid, split_axes
@@ -86,16 +87,18 @@ def make_run(
                     )
                 )
     run.write_manifest(
-        {
-            "run_id": "made",
-            "spec": {"name": "made", "description": "Made by hand."},
-            "spec_sha256": "ab" * 32,
-            "hypotheses": [HYP.to_json()],
-            "hypotheses_sha256": hypotheses_sha256([HYP]),
-            "cells": [],
-            "attempts": attempts,
-            "provenance": {"hostname": "gpu-7", "gpus": [{"name": "NVIDIA H200", "driver": "580.1"}]},
-        }
+        Manifest.from_json(
+            {
+                "run_id": "made",
+                "spec": {"name": "made", "description": "Made by hand."},
+                "spec_sha256": "ab" * 32,
+                "hypotheses": [HYP.to_json()],
+                "hypotheses_sha256": hypotheses_sha256([HYP]),
+                "cells": [],
+                "attempts": attempts,
+                "provenance": {"hostname": "gpu-7", "gpus": [{"name": "NVIDIA H200", "driver": "580.1"}]},
+            }
+        )
     )
     huge = "y" * int(log_line_mb * 1024 * 1024)
     for n, r in enumerate(records):
@@ -165,10 +168,7 @@ def test_axes_split_into_rows_and_columns_that_read_as_a_grid():
 
 
 def test_an_axis_with_one_label_is_said_once_not_drawn():
-    planned = [
-        {"attempt": f"00{i}", "cell_id": f"k={k},bs=32", "params": {"k": k, "bs": "32"}}
-        for i, k in enumerate(("a", "b"))
-    ]
+    planned = [PlannedEntry(f"00{i}", f"k={k},bs=32", 1, {"k": k, "bs": "32"}) for i, k in enumerate(("a", "b"))]
     grid = build_grid(planned, [])
     assert grid.row_axes == ("k",) and grid.col_axes == () and grid.constants == (("bs", "32"),)
 
@@ -277,7 +277,7 @@ def test_attempts_that_did_not_run_say_why_and_draw_no_bar(tmp_path):
                 reason=reason,
             )
         )
-    run.write_manifest({"run_id": "idle", "spec": {"name": "idle"}, "attempts": attempts})
+    run.write_manifest(Manifest.from_json({"run_id": "idle", "spec": {"name": "idle"}, "attempts": attempts}))
     for r in records:
         run.write_result(r)
     page = render_html(view_of(load_run(run.path)))

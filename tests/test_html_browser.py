@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from browser import Browser, chromium_path
-from conftest import fake_command
+from conftest import fake_command, run_cli
 
 READY = "The server is fired up and ready to roll!"
 
@@ -73,13 +71,7 @@ hypotheses:
     meaning: {{supported: "it is memory, not capture"}}
 """
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "diagbench", "run", str(spec), "--runs-dir", str(folder / "runs"), "--repeat", "2"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=folder,
-    )
+    done = run_cli("run", str(spec), "--runs-dir", str(folder / "runs"), "--repeat", "2", timeout=180, cwd=folder)
     assert done.returncode == 0, done.stdout + done.stderr
     return (folder / "runs" / "latest").resolve()
 
@@ -142,11 +134,6 @@ def test_chromium_renders_every_attempt_cell_and_verdict_without_errors_or_fetch
 
 
 def test_the_report_command_writes_the_same_page(real_run):
-    done = subprocess.run(
-        [sys.executable, "-m", "diagbench", "report", str(real_run), "--format", "html"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli("report", str(real_run), "--format", "html", timeout=60)
     assert done.returncode == 0
     assert done.stdout == (real_run / "report.html").read_text()

@@ -10,7 +10,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from conftest import run_cli, wait_gone, wait_until
 from diagbench.isolate.problem import ServerRules, from_commands, from_spec
 from diagbench.isolate.record import Status, read_isolation
 from diagbench.isolate.run import IsolateOptions, IsolateResult, isolate
 from diagbench.isolate.search import Result
-from diagbench.launch.process import sweep_tagged
 from diagbench.schemas import load_schema
 from diagbench.spec.load import load_spec
 
@@ -94,10 +93,7 @@ def assert_schemas_hold(run_dir: Path) -> None:
 
 
 def assert_none_left(run_dir: Path) -> None:
-    deadline = time.monotonic() + 3
-    while (left := sweep_tagged(run_dir)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == [], f"processes left behind: {left}"
+    wait_gone(run_dir)
 
 
 def launched_configurations(run_dir: Path) -> list[tuple[str, ...]]:
@@ -333,14 +329,7 @@ expect:
 
 
 def diagbench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "250"},
-    )
+    return run_cli(*args, cwd=cwd, columns=250)
 
 
 def test_json_prints_isolation_json_and_exit_0(tmp_path):
@@ -434,9 +423,7 @@ matrix:
     )
     env = {**os.environ, "COLUMNS": "250", "X": "1"}  # what diagbench inherits: the good side must unset it
     ask = ["isolate", str(spec), "--good", "graphs=unset,compile=off", "--bad", "graphs=1,compile=on", "--dry-run"]
-    dry = subprocess.run(
-        [sys.executable, "-m", "diagbench", *ask], capture_output=True, text=True, cwd=tmp_path, env=env
-    )
+    dry = run_cli(*ask, cwd=tmp_path, env=env)
     printed = {
         side: text
         for side, _, text in (ln.partition(": ") for ln in dry.stdout.splitlines())
@@ -444,9 +431,7 @@ matrix:
     }
     assert printed["good"].startswith("env -u X "), dry.stdout
     again = ["isolate", "--good", printed["good"], "--bad", printed["bad"], "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "diagbench", *again], capture_output=True, text=True, cwd=tmp_path, env=env
-    )
+    done = run_cli(*again, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert [(f["name"], f["unset"]) for f in answer["factors"]] == [("X", ["good"]), ("--compile", [])]
@@ -484,10 +469,10 @@ def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
         stderr=subprocess.STDOUT,
         env={**os.environ, "COLUMNS": "200"},
     )
-    deadline = time.monotonic() + 30
-    while not list(tmp_path.glob("runs/*/cells/003-*/server.log")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+    wait_until(
+        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob("runs/*/cells/003-*/server.log")),
+        what="the third probe's server to be up (it hangs)",
+    )
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output.decode()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from conftest import diagbench_argv, fake_command, wait_until, write_spec
+from conftest import diagbench_argv, fake_command, run_cli, wait_until, write_spec
 from diagbench.execute.slots import Slot
 from diagbench.launch.process import sweep_tagged
 from diagbench.records.record import AttemptRecord
@@ -187,11 +187,14 @@ def test_the_heartbeat_runs_by_itself_off_a_terminal(tmp_path):
     progress = Progress(plain, heartbeat_s=0.05)
     progress.on_open(RunDir(tmp_path), planned)
     progress.on_start(planned[0], Slot(0))
-    deadline = time.monotonic() + 10
-    while buffer.getvalue().count(f"{planned[0].cell.id}: launching,") < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    progress.close()
-    assert buffer.getvalue().count(f"{planned[0].cell.id}: launching,") >= 2
+    try:
+        wait_until(
+            lambda: buffer.getvalue().count(f"{planned[0].cell.id}: launching,") >= 2,
+            timeout=10,
+            what=lambda: f"two heartbeat lines; printed: {buffer.getvalue()!r}",
+        )
+    finally:
+        progress.close()
 
 
 def test_more_running_attempts_than_terminal_lines_fold_into_one_line(tmp_path):
@@ -286,7 +289,7 @@ def test_resume_after_an_interruption_counts_the_earlier_attempts_in_its_plain_l
     assert proc.returncode == 130 and 3 <= earlier < 6
 
     gate.write_text('{"event": "start"}\n')
-    resumed = subprocess.run(diagbench_argv("run", "--resume", str(run)), capture_output=True, text=True, timeout=120)
+    resumed = run_cli("run", "--resume", str(run))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     lines = resumed.stdout.splitlines()
     assert lines[0] == f"run directory: {run}  (6 attempt(s), {earlier} done before)"
@@ -318,6 +321,8 @@ def in_terminal(argv: list[str], rows: int, cols: int, when: str, then: Callable
             if not called and when.encode() in drawn:
                 then()
                 called = True
+        else:
+            raise AssertionError(f"{argv} did not end within 120s; it drew: {drawn[-2000:]!r}")
     finally:
         os.close(master)
         if proc.poll() is None:

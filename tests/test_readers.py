@@ -9,13 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import fake_command
-from diagbench.launch.process import sweep_tagged
+from conftest import fake_command, run_cli, wait_gone
 
 READY = "The server is fired up and ready to roll!"
 # a screen clear, a window title, a cursor move, and a right-to-left override
@@ -23,16 +21,11 @@ ESCAPES = "\\x1b[2J\\x1b]0;pwned\\x07\\x1b[1A\\u202e"
 
 
 def diagbench(*args: str, cwd: Path, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args], capture_output=True, text=True, cwd=cwd, stdin=stdin, timeout=120
-    )
+    return run_cli(*args, cwd=cwd, stdin=stdin)
 
 
 def assert_nothing_left(run_id: str) -> None:
-    deadline = time.monotonic() + 3
-    while (left := sweep_tagged(run_id)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == []
+    wait_gone(run_id)
 
 
 @pytest.fixture(scope="module")

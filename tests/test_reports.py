@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from diagbench.judge.view import view_of
+from diagbench.records.manifest import Manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, load_run
 from diagbench.render.report import print_run, render_json, render_junit, render_markdown, render_table
@@ -66,24 +67,26 @@ def run(tmp_path: Path) -> Path:
     run_dir = RunDir(tmp_path / "golden-run")
     (run_dir.path / "cells").mkdir(parents=True)
     run_dir.write_manifest(
-        {
-            "manifest_version": 1,
-            "run_id": "golden-run",
-            "created_at": "2026-12-02T10:00:00+0000",
-            "spec": {"name": "golden", "description": "A hand-made run."},
-            "hypotheses": [h.to_json() for h in HYPS],
-            "hypotheses_sha256": hypotheses_sha256(HYPS),
-            "expect": [{"when": {"compile": ["off"]}, "outcome": ["ready"]}],
-            "cells": CELLS,
-            "attempts": [
-                {
-                    "attempt": f"00{i}-kernel-{c['params']['kernel']}.compile-{c['params']['compile']}-r1",
-                    "cell_id": c["cell_id"],
-                    "repeat": 1,
-                }
-                for i, c in enumerate(CELLS, 1)
-            ],
-        }
+        Manifest.from_json(
+            {
+                "manifest_version": 1,
+                "run_id": "golden-run",
+                "created_at": "2026-12-02T10:00:00+0000",
+                "spec": {"name": "golden", "description": "A hand-made run."},
+                "hypotheses": [h.to_json() for h in HYPS],
+                "hypotheses_sha256": hypotheses_sha256(HYPS),
+                "expect": [{"when": {"compile": ["off"]}, "outcome": ["ready"]}],
+                "cells": CELLS,
+                "attempts": [
+                    {
+                        "attempt": f"00{i}-kernel-{c['params']['kernel']}.compile-{c['params']['compile']}-r1",
+                        "cell_id": c["cell_id"],
+                        "repeat": 1,
+                    }
+                    for i, c in enumerate(CELLS, 1)
+                ],
+            }
+        )
     )
     records = [
         record(
@@ -159,14 +162,16 @@ def test_log_text_is_never_taken_for_markup(tmp_path: Path) -> None:
     run_dir = RunDir(tmp_path / "r")
     (run_dir.path / "cells").mkdir(parents=True)
     run_dir.write_manifest(
-        {
-            "run_id": "r",
-            "spec": {"name": "m"},
-            "hypotheses": [],
-            "hypotheses_sha256": hypotheses_sha256([]),
-            "cells": [],
-            "attempts": [],
-        }
+        Manifest.from_json(
+            {
+                "run_id": "r",
+                "spec": {"name": "m"},
+                "hypotheses": [],
+                "hypotheses_sha256": hypotheses_sha256([]),
+                "cells": [],
+                "attempts": [],
+            }
+        )
     )
     run_dir.write_result(
         AttemptRecord(

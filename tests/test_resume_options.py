@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import FAKE, diagbench_argv, fake_command, wait_until, write_spec
+from conftest import FAKE, diagbench_argv, fake_command, run_cli, wait_until, write_spec
 from diagbench.errors import UserError
 from diagbench.execute.resume import RunFlags, resumed_flags
 from diagbench.launch.gpu import Gpu, offer_gpus
@@ -32,7 +32,7 @@ HOST = [Gpu(i, f"GPU-{i}{i}{i}{i}-0000", "H200") for i in range(4)]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(diagbench_argv(*args), capture_output=True, text=True, timeout=120, env=env)
+    return run_cli(*args, env=env)
 
 
 def records(run: Path) -> dict[str, dict[str, Any]]:

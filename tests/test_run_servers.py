@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from conftest import fake_command
+from conftest import fake_command, wait_until
 from diagbench.vocab import Evidence
 
 READY = "The server is fired up and ready to roll!"
@@ -318,10 +318,13 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 20
-    while not list((tmp_path / "runs").glob("*/cells/001-*/server.log")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    wait_until(  # its first line: it ignores SIGTERM from here on
+        lambda: any(
+            "Load weight begin." in p.read_text() for p in (tmp_path / "runs").glob("*/cells/001-*/server.log")
+        ),
+        timeout=20,
+        what="the first server's first line",
+    )
     proc.send_signal(getattr(signal, sig))
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output.decode()

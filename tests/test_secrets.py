@@ -11,13 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from diagbench.launch.process import sweep_tagged
+from conftest import run_cli, wait_gone
 from diagbench.records.redact import Redactor, redact_yaml
 from diagbench.sensitive import REDACTED, looks_secret, secret_name
 
@@ -77,16 +76,11 @@ def diagbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         "DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"],
         "GITHUB_STEP_SUMMARY": str(cwd / "summary.md"),
     }
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
-    )
+    return run_cli(*args, cwd=cwd, env=env)
 
 
 def assert_nothing_left(run_id: str) -> None:
-    deadline = time.monotonic() + 3
-    while (left := sweep_tagged(run_id)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == [], f"processes left behind: {left}"
+    wait_gone(run_id)
 
 
 def leaks(text: str) -> list[str]:
@@ -323,13 +317,13 @@ def test_classify_prints_a_logs_lines_with_their_secrets_blanked(tmp_path: Path,
     source = ("server.log",) if how == "file" else ("-",)
     shown = {}
     for extra in ((), ("--json",)):
-        proc = subprocess.run(
-            [sys.executable, "-m", "diagbench", "classify", *source, *extra],
+        proc = run_cli(
+            "classify",
+            *source,
+            *extra,
             input=log.read_text() if how == "stdin" else None,
-            capture_output=True,
-            text=True,
             cwd=tmp_path,
-            env={**os.environ, "DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"]},
+            env={"DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"]},
             timeout=60,
         )
         assert proc.returncode == 1, proc.stderr  # failed

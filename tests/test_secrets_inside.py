@@ -12,13 +12,12 @@ import html
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from diagbench.launch.process import sweep_tagged
+from conftest import run_cli, wait_gone
 from diagbench.records.redact import Redactor, redact_yaml
 from diagbench.sensitive import REDACTED, holds_secret
 
@@ -97,9 +96,7 @@ def write_spec(tmp: Path) -> None:
 
 
 def diagbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def leaks(text: str) -> list[str]:
@@ -117,10 +114,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], Path
         assert plan.returncode == 0, plan.stderr
         out[" ".join(args)] = plan.stdout + plan.stderr
     run = diagbench("run", "spec.yaml", "--run-id", "s", "--junit", "junit.xml", cwd=tmp)
-    deadline = time.monotonic() + 3
-    while (left := sweep_tagged(tmp / "runs" / "s")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == [], f"processes left behind: {left}"
+    wait_gone(tmp / "runs" / "s")
     assert run.returncode == 0, run.stdout + run.stderr
     out["run"] = run.stdout + run.stderr
     for fmt in ("table", "md", "json", "junit", "html"):

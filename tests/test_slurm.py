@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Runs
-from diagbench.launch.process import sweep_tagged
+from conftest import Runs, wait_gone, wait_until
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 
 pytestmark = pytest.mark.slurm
@@ -70,13 +68,7 @@ def last_line(err: str) -> str:
 
 
 def wait_for(what: str, check: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"waited {WAIT_S:.0f}s for {what}")
+    return wait_until(check, WAIT_S, what)
 
 
 def jobs_in(run_dir: Path, under: bool = False) -> dict[str, str]:
@@ -109,10 +101,7 @@ def only_run(runs_dir: Path) -> Path:
 
 
 def no_tagged_left(run_dir: Path) -> None:
-    deadline = time.monotonic() + 10
-    while (left := sweep_tagged(run_dir.name)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert left == [], f"processes left behind: {left}"
+    wait_gone(run_dir.name, timeout=10)
 
 
 def spec_file(

@@ -7,23 +7,19 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import fake_command
+from conftest import fake_command, run_cli, wait_gone
 from diagbench.errors import SpecError, SpecErrors
-from diagbench.launch.process import sweep_tagged
 from diagbench.spec.load import load_spec
 
 READY = "The server is fired up and ready to roll!"
 
 
 def diagbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "diagbench", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 @pytest.fixture(autouse=True)
@@ -39,10 +35,7 @@ def load(tmp_path: Path, text: str) -> SpecError:
 
 
 def assert_nothing_left(run_id: str) -> None:
-    deadline = time.monotonic() + 3
-    while (left := sweep_tagged(run_id)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert left == []
+    wait_gone(run_id)
 
 
 # -- every mistake at once -----------------------------------------------------------------
@@ -147,7 +140,7 @@ AXIS = "matrix:\n  a: {env: A, values: [1]}\n"
         ),
         (
             "name: x\nserver: {command: 'foo --bs {value}'}\n" + AXIS,
-            "spec.yaml:2: server.command: unknown placeholder '{value}' (placeholders here: {port}, {python})",
+            "spec.yaml:2: server.command: unknown placeholder '{value}' (placeholders here: {port}, {python}, {bin:NAME})",
         ),
         (
             "name: x\nserver: {command: foo, env: {URL: 'http://h:{prot}'}}\n" + AXIS,

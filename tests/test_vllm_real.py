@@ -31,7 +31,7 @@ from diagbench.vocab import Outcome
 
 pytestmark = pytest.mark.vllm
 
-VLLM = Path("/tmp/vllmcpu-venv/bin/vllm")
+VLLM = Path(os.environ.get("DIAGBENCH_BIN_VLLM") or "/tmp/vllmcpu-venv/bin/vllm")  # .ci/vllm.sh sets it
 LLAMA = Path("/tmp/tiny-llama")
 HEAD16 = Path("/tmp/tiny-llama-head16")  # head size 16: the CPU attention backend lacks it
 COMPLETION = {"path": "/v1/completions", "json": {"model": "tiny", "prompt": "Hello", "max_tokens": 1}}

@@ -29,14 +29,21 @@ def check_writable(path: Path, option: str) -> None:
         path.unlink(missing_ok=True)
 
 
-def check_launchable(spec: Spec, only: Sequence[str], resume: bool) -> list[str]:
+def check_launchable(spec: Spec, only: Sequence[str], resume: bool, planning: bool = False) -> list[str]:
     """Say what would stop cells from starting (a missing program or cwd): a LaunchError when
-    it stops every selected cell, else a warning line each. Returns the problems found."""
+    it stops every selected cell, else a warning line each. Returns the problems found.
+    `planning`: a `{bin:NAME}` program missing on this machine is only a note (the spec plans
+    anywhere; the machine that runs it must have the program), not a problem."""
     from diagbench.launch.preflight import preflight
     from diagbench.spec.matrix import parse_only, select_cells
 
     cells = spec.cells if resume else select_cells(spec.cells, parse_only(only, spec.axes))
     problems = preflight(spec.server, cells)
+    if planning:
+        for problem in (p for p in problems if p.not_installed):
+            note = f"{problem.message}; `diagbench run` stops here until then"
+            err.print(f"diagbench: note: {visible(note)}", markup=False)
+        problems = [p for p in problems if not p.not_installed]
     lines = [problem.describe(len(cells)) for problem in problems]
     if problems and len({cell for p in problems for cell in p.cells}) == len(cells):
         raise LaunchError("\n".join(lines))

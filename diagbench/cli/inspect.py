@@ -52,6 +52,7 @@ def plan(
     ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
+    from diagbench.execute.dryrun import plan_of
     from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
     from diagbench.render.plan import plan_json, render_plan
@@ -64,12 +65,12 @@ def plan(
     slots = guarded(lambda: resolve_slots(loaded, request, parallel))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
+    planned = guarded(lambda: plan_of(loaded, only or [], slots, stop_when_decided, repeat))
     if as_json:
-        sys.stdout.write(guarded(lambda: plan_json(loaded, only or [], slots)))
+        sys.stdout.write(plan_json(planned))
     else:
-        shown = guarded(lambda: render_plan(loaded, only or [], slots, stop_when_decided, repeat))
-        out.print(visible(shown), markup=False, soft_wrap=True)
-    if guarded(lambda: check_launchable(loaded, only or [], resume=False)):
+        out.print(visible(render_plan(planned)), markup=False, soft_wrap=True)
+    if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
 

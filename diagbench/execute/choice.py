@@ -3,19 +3,18 @@ spec's `executor:`, over the default (this host). Slurm is checked before anythi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diagbench.errors import UserError
+from diagbench.errors import RecordError, UserError
 from diagbench.execute.local import LocalExecutor
 from diagbench.execute.scheduler import Executor, Gate
 from diagbench.execute.slots import SlotPlan, queue_notes, queue_slots, resolve_slots
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor
-from diagbench.records.store import RunDir
+from diagbench.records.store import RunDir, read_manifest
 from diagbench.sensitive import REDACTED
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
@@ -140,7 +139,6 @@ def _resumed(spec: Spec, run: Path, given: ExecutorSpec) -> ExecutorSpec:
 def _recorded(run: Path) -> ExecutorSpec:
     """The executor a run was started with (an older run without one ran here)."""
     try:
-        manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-        return ExecutorSpec.from_json(manifest.get("options", {}).get("executor") or {"kind": "local"})
-    except (OSError, ValueError, TypeError):
+        return read_manifest(run).settings.executor_spec
+    except (RecordError, ValueError, TypeError):
         return ExecutorSpec()

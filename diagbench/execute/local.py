@@ -8,14 +8,13 @@ from typing import Any
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.scheduler import not_run
 from diagbench.execute.slots import Slot, SlotPlan
 from diagbench.launch import gpu
 from diagbench.launch.attempt import run_attempt
 from diagbench.launch.gpulease import hold_gpus
-from diagbench.launch.tags import Tag, me, new_nonce
+from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import ServerSpec
@@ -38,7 +37,7 @@ class LocalExecutor:
         self.baseline = gpu.memory_used_mib()
 
     def tag(self, item: PlannedAttempt) -> Tag:
-        return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve())
+        return Tag(self.nonce, item.name, me(), self.run_dir.path.resolve(), current_scope())
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
         """Launch `item` on `slot` once no other diagbench of the host holds its GPUs; they
@@ -47,7 +46,7 @@ class LocalExecutor:
         label = f"attempt {item.name} of {self.tag(item).run_dir}"
         with hold_gpus(slot.gpus, known, label, cancel.event, lambda why: events.on_wait(item, slot, why)) as held:
             if not held:
-                return not_run(item, Outcome.CANCELLED, f"not started: {cancel.reason}")
+                return not_launched(item, Outcome.CANCELLED, f"not started: {cancel.reason}")
             return self._run(item, slot, cancel, events)
 
     def _run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:

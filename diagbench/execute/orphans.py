@@ -18,8 +18,10 @@ from typing import Any
 
 from diagbench.errors import DiagbenchError
 from diagbench.launch.tags import me, running
-from diagbench.records.record import AttemptRecord
-from diagbench.records.store import LOCK_FILE, try_lock_run, write_json
+from diagbench.records.manifest import PlannedEntry
+from diagbench.records.record import not_launched
+from diagbench.records.store import LOCK_FILE, read_manifest, try_lock_run, write_json
+from diagbench.spec.executor import ExecutorKind
 from diagbench.vocab import Outcome
 
 CLEANUP_LOG = "cleanup.json"
@@ -99,8 +101,7 @@ def _record_run(run_dir: Path, by: str, at: str, skip: set[str]) -> list[Orphan]
     if lock is None:
         return []  # a live diagbench holds it: it records its own attempts
     try:
-        manifest = _read_json(run_dir / "manifest.json")
-        planned = _planned(manifest)
+        planned = _planned(run_dir)
         attempts = [a for a in _unrecorded(run_dir) if a in planned and a not in skip]  # again, under the lock
         return [_record(run_dir, planned[a], owner, by, at) for a in attempts]
     finally:
@@ -116,22 +117,16 @@ def _last_holder(run_dir: Path) -> int | None:
     return int(words[1]) if len(words) >= 2 and words[0] == "pid" and words[1].isdigit() else None
 
 
-def _planned(manifest: Any) -> dict[str, dict[str, Any]]:
+def _planned(run_dir: Path) -> dict[str, PlannedEntry]:
     """The attempts the manifest plans, by name; none for a Slurm run, whose jobs may still
     run on the cluster and write their own records after diagbench died."""
-    if not isinstance(manifest, dict) or _executor_kind(manifest) not in (None, "local"):
+    try:
+        manifest = read_manifest(run_dir)
+    except DiagbenchError:
         return {}
-    attempts = manifest.get("attempts")
-    if not isinstance(attempts, list):
+    if manifest.settings.executor_kind not in (None, ExecutorKind.LOCAL.value):
         return {}
-    valid = [a for a in attempts if isinstance(a, dict) and isinstance(a.get("attempt"), str)]
-    return {a["attempt"]: a for a in valid if isinstance(a.get("repeat"), int)}
-
-
-def _executor_kind(manifest: dict[str, Any]) -> Any:
-    options = manifest.get("options")
-    executor = options.get("executor") if isinstance(options, dict) else None
-    return executor.get("kind") if isinstance(executor, dict) else None
+    return {a.attempt: a for a in manifest.attempts}
 
 
 def died_while_it_ran(owner: int | None, by: str, at: str) -> str:
@@ -141,19 +136,14 @@ def died_while_it_ran(owner: int | None, by: str, at: str) -> str:
     return f"diagbench (pid {pid}) died while it ran; {found}"
 
 
-def _record(run_dir: Path, planned: dict[str, Any], owner: int | None, by: str, at: str) -> Orphan:
-    attempt = planned["attempt"]
+def _record(run_dir: Path, planned: PlannedEntry, owner: int | None, by: str, at: str) -> Orphan:
+    attempt = planned.attempt
     folder = run_dir / "cells" / attempt
     log = folder / "server.log"
-    record = AttemptRecord(
-        cell_id=str(planned.get("cell_id")),
-        repeat=planned["repeat"],
-        attempt=attempt,
-        params={str(k): str(v) for k, v in (planned.get("params") or {}).items()},
-        command=[],
-        env_changes={},
-        outcome=Outcome.CANCELLED,
-        reason=died_while_it_ran(owner, by, at),
+    record = not_launched(
+        planned,
+        Outcome.CANCELLED,
+        died_while_it_ran(owner, by, at),
         ended_at=at,
         log_bytes=log.stat().st_size if log.is_file() else 0,
     )

@@ -4,9 +4,8 @@ hypotheses, schedule the attempts on an executor, judge. Core only: it never pri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
@@ -18,7 +17,7 @@ from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
-from diagbench.records.manifest import build_manifest
+from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import (
@@ -96,7 +95,7 @@ def execute(
             slots = placement.slots(spec, options.slots, options.gpus, options.parallel, len(planned) - len(done))
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
-            settings = {**_settings(options, slots), "executor": placement.to_json()}
+            settings = replace(_settings(options, slots), executor=placement.to_json())
             run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
@@ -148,18 +147,18 @@ def _launch_and_judge(
     return result
 
 
-def _settings(options: RunOptions, slots: SlotPlan) -> dict[str, Any]:
+def _settings(options: RunOptions, slots: SlotPlan) -> RunSettings:
     """The options a run was started with, for its manifest."""
-    return {
-        "only": list(options.only),
-        "repeat": options.repeat,
-        "parallel": options.parallel,
-        "gpus": list(slots.offer.ids),
-        "gpus_per_attempt": slots.per_attempt,
-        "slots": [list(slot.gpus) for slot in slots.slots],
-        "stop_when_decided": options.stop_when_decided,
-        "fail_fast": options.fail_fast,
-    }
+    return RunSettings(
+        only=options.only,
+        repeat=options.repeat,
+        parallel=options.parallel,
+        gpus=tuple(slots.offer.ids),
+        gpus_per_attempt=slots.per_attempt,
+        slots=tuple(tuple(slot.gpus) for slot in slots.slots),
+        stop_when_decided=options.stop_when_decided,
+        fail_fast=options.fail_fast,
+    )
 
 
 def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], list[AttemptRecord]]:
@@ -175,10 +174,6 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
         run_dir.release()
         raise
     cells = {c.id: c for c in spec.cells}
-    planned = [
-        PlannedAttempt(cells[a["cell_id"]], int(a["repeat"]))
-        for a in loaded.manifest.get("attempts", [])
-        if a.get("cell_id") in cells
-    ]
+    planned = [PlannedAttempt(cells[a.cell_id], a.repeat) for a in loaded.manifest.attempts if a.cell_id in cells]
     done = [r for r in loaded.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)]
     return run_dir, planned, done

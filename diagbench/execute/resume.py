@@ -5,11 +5,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import RunDirError, UserError
+from diagbench.records.manifest import Manifest, RunSettings
 from diagbench.records.store import load_run
-from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
+from diagbench.spec.executor import ExecutorKind
+from diagbench.spec.gpus import GpuMode, GpuRequest
 from diagbench.spec.load import Spec, load_spec
 from diagbench.vocab import Outcome
 
@@ -18,13 +19,12 @@ def recorded_spec(run: Path) -> Spec:
     """The spec a run was started with, from the text its manifest keeps (and where that file was,
     so relative paths in it resolve as they did)."""
     manifest = load_run(run).manifest
-    text = manifest.get("spec_text")
-    where = manifest.get("spec_file") or manifest.get("spec", {}).get("path")
+    text, where = manifest.spec_text, manifest.spec_file or manifest.spec.get("path")
     again = f"diagbench run SPEC --resume {shlex.quote(str(run))}"
-    if not isinstance(text, str) or not isinstance(where, str):
+    if text is None or not isinstance(where, str):
         raise RunDirError(f"{run}: its manifest keeps no spec text; give the spec again: {again}")
     spec = load_spec(Path(where), text)
-    if spec.sha256 != manifest.get("spec_sha256"):
+    if spec.sha256 != manifest.spec_sha256:
         raise RunDirError(
             f"{run}: the manifest's copy of the spec has secret-looking values redacted, so it is not the "
             f"spec that ran; give the spec again: {again}"
@@ -32,11 +32,11 @@ def recorded_spec(run: Path) -> Spec:
     return spec
 
 
-def check_same_spec(run: Path, manifest: dict[str, Any], spec: Spec) -> None:
+def check_same_spec(run: Path, manifest: Manifest, spec: Spec) -> None:
     """A run is resumed with the spec it was started with: name that file when another is given."""
-    if manifest.get("spec_sha256") == spec.sha256:
+    if manifest.spec_sha256 == spec.sha256:
         return
-    own = manifest.get("spec_file") or manifest.get("spec", {}).get("path") or "its own spec"
+    own = manifest.spec_file or manifest.spec.get("path") or "its own spec"
     alone = f"diagbench run --resume {shlex.quote(str(run))}"
     if str(own) == str(spec.path.resolve()):
         raise UserError(
@@ -52,7 +52,7 @@ def check_same_spec(run: Path, manifest: dict[str, Any], spec: Spec) -> None:
 def nothing_to_resume(run: Path) -> str | None:
     """What to say when every planned attempt of `run` already has its final record."""
     loaded = load_run(run)
-    planned = {str(a.get("attempt")) for a in loaded.manifest.get("attempts", []) if isinstance(a, dict)}
+    planned = {a.attempt for a in loaded.manifest.attempts}
     final = {r.attempt for r in loaded.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
     if not planned or loaded.unreadable or not planned <= final:
         return None
@@ -80,18 +80,18 @@ def resumed_flags(run: Path, given: RunFlags) -> tuple[RunFlags, str | None]:
     started with (its manifest's `options`); one given again wins. `--only` and `--repeat`
     made the run's plan, so they may only be given as they were. Also a note naming what was
     taken from the run."""
-    recorded = load_run(run).manifest.get("options")
-    options = recorded if isinstance(recorded, dict) else {}
-    where = f"{run}/manifest.json: options"
-    only, repeat = _only(options, where), _number(options, "repeat", where)
-    _check_plan(run, given, only, repeat)
+    manifest = load_run(run).manifest
+    if broken := next((p for p in manifest.problems if p.part == "options"), None):
+        raise RunDirError(f"{run}/manifest.json: {broken}")
+    options = manifest.settings
+    _check_plan(run, given, options.only, options.repeat)
     flags = RunFlags(
-        only=given.only if only is None else only,
-        repeat=given.repeat if repeat is None else repeat,
-        parallel=given.parallel if given.parallel is not None else _number(options, "parallel", where),
-        gpus=given.gpus if given.gpus is not None else _gpus(options, where),
-        stop_when_decided=given.stop_when_decided or options.get("stop_when_decided") is True,
-        fail_fast=given.fail_fast or options.get("fail_fast") is True,
+        only=given.only if options.only is None else options.only,
+        repeat=given.repeat if options.repeat is None else options.repeat,
+        parallel=given.parallel if given.parallel is not None else options.parallel,
+        gpus=given.gpus if given.gpus is not None else _gpus(options),
+        stop_when_decided=given.stop_when_decided or options.stop_when_decided is True,
+        fail_fast=given.fail_fast or options.fail_fast is True,
     )
     taken = _taken(given, flags)
     return flags, (f"resuming with the run's own {' '.join(taken)}" if taken else None)
@@ -127,33 +127,8 @@ def _plan_fixed(run: Path, option: str, was: str) -> None:
     )
 
 
-def _number(options: dict[str, Any], key: str, where: str) -> int | None:
-    value = options.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise RunDirError(f"{where}.{key}: expected a whole number above 0, got {value!r}; give --{key} again")
-    return value
-
-
-def _only(options: dict[str, Any], where: str) -> tuple[str, ...] | None:
-    value = options.get("only")
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RunDirError(f"{where}.only: expected a list of AXIS=LABEL, got {value!r}")
-    return tuple(value)
-
-
-def _gpus(options: dict[str, Any], where: str) -> GpuRequest | None:
+def _gpus(options: RunSettings) -> GpuRequest | None:
     """The GPUs the run handed out, as a list (none: `--gpus none`), or None where not recorded."""
-    value = options.get("gpus")
-    executor = options.get("executor")
-    if value is None or (isinstance(executor, dict) and executor.get("kind", "local") != "local"):
+    if options.executor_kind not in (None, ExecutorKind.LOCAL.value):
         return None  # a Slurm run's GPUs were the cluster's to hand out, not this host's
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RunDirError(f"{where}.gpus: expected a list of GPU ids, got {value!r}; give --gpus again")
-    try:
-        return parse_gpu_request(",".join(value)) if value else GpuRequest(GpuMode.NONE)
-    except ValueError as exc:
-        raise RunDirError(f"{where}.gpus: {exc}; give --gpus again") from None
+    return options.gpu_request

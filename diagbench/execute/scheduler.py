@@ -25,7 +25,7 @@ from diagbench.errors import WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.slots import Slot
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.plan import PlannedAttempt
@@ -84,7 +84,7 @@ def run_attempts(
         for item in todo:
             if item.name not in launched:
                 reason = f"not started: {cancel.reason or 'the run was interrupted'}"
-                futures.append(_done_future(run.finish(item, not_run(item, Outcome.CANCELLED, reason))))
+                futures.append(_done_future(run.finish(item, not_launched(item, Outcome.CANCELLED, reason))))
         run.result.records = _wait_all(futures, cancel)
     run.result.interrupted = cancel.interrupted
     return run.result
@@ -119,7 +119,7 @@ class _Run:
                 reason = gate(item, list(self.finished)) if gate else None
             if reason is not None:
                 self.free.put(slot)
-                futures.append(_done_future(self.finish(item, not_run(item, Outcome.SKIPPED, reason))))
+                futures.append(_done_future(self.finish(item, not_launched(item, Outcome.SKIPPED, reason))))
                 continue
             futures.append(pool.submit(self.one, item, slot))
 
@@ -130,7 +130,7 @@ class _Run:
                 record = self.executor.run(item, slot, self.cancel, self.events)
             except WriteError as exc:
                 self.stop_writing(exc)
-                record = not_run(item, Outcome.CANCELLED, f"stopped: {exc}")
+                record = not_launched(item, Outcome.CANCELLED, f"stopped: {exc}")
             except Exception as exc:  # a diagbench bug in one attempt is recorded, not fatal to the matrix  # noqa: BLE001
                 record = self.internal_error(item, exc)
             return self.finish(item, record)
@@ -146,7 +146,7 @@ class _Run:
             self.run_dir.attempt_dir(item.name).joinpath(TRACEBACK).write_text(secrets.log(traceback.format_exc()))
         with self.lock:
             self.result.harness_errors.append(f"{item.name}: {what} (traceback: {where})")
-        return not_run(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {what}")
+        return not_launched(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {what}")
 
     def finish(self, item: PlannedAttempt, record: AttemptRecord) -> AttemptRecord:
         try:
@@ -180,17 +180,3 @@ def _done_future(record: AttemptRecord) -> Future[AttemptRecord]:
     future: Future[AttemptRecord] = Future()
     future.set_result(record)
     return future
-
-
-def not_run(item: PlannedAttempt, outcome: Outcome, reason: str) -> AttemptRecord:
-    """The record of an attempt that has no server outcome: skipped, cancelled, or a diagbench bug."""
-    return AttemptRecord(
-        cell_id=item.cell.id,
-        repeat=item.repeat,
-        attempt=item.name,
-        params=dict(item.cell.params),
-        command=[],
-        env_changes={},
-        outcome=outcome,
-        reason=reason,
-    )

@@ -5,7 +5,6 @@ this first; it never touches what a live diagbench launched.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,8 +19,9 @@ from diagbench.launch.ports import remove_stale_leases
 from diagbench.launch.process import Teardown
 from diagbench.launch.reaper import Stray, find_strays, leaked_folders, remove_folder, stop_stray
 from diagbench.launch.tags import me
-from diagbench.records.record import AttemptRecord, Killed
-from diagbench.records.store import lock_holder, try_lock_run, write_json
+from diagbench.records.manifest import Manifest
+from diagbench.records.record import Killed, not_launched
+from diagbench.records.store import lock_holder, read_manifest, try_lock_run, write_json
 from diagbench.vocab import Outcome
 
 DEFAULT_GRACE_S = 10.0
@@ -121,12 +121,10 @@ def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
     return Swept(stray, teardown, at, recorded, f"written to {run_dir / CLEANUP_LOG}")
 
 
-def _grace(manifest: dict[str, Any]) -> float:
+def _grace(manifest: Manifest | None) -> float:
     """The dead run's own grace period (its servers may need it to exit cleanly), bounded."""
-    try:
-        return min(float(manifest["spec"]["server"]["grace_s"]), MAX_GRACE_S)
-    except (KeyError, TypeError, ValueError):
-        return DEFAULT_GRACE_S
+    grace = manifest.grace_s if manifest is not None else None
+    return DEFAULT_GRACE_S if grace is None else min(grace, MAX_GRACE_S)
 
 
 def describe(stray: Stray, teardown: Teardown, at: str, by: str) -> str:
@@ -139,29 +137,23 @@ def describe(stray: Stray, teardown: Teardown, at: str, by: str) -> str:
     )
 
 
-def _record(stray: Stray, teardown: Teardown, at: str, by: str, manifest: dict[str, Any]) -> Path | None:
+def _record(stray: Stray, teardown: Teardown, at: str, by: str, manifest: Manifest | None) -> Path | None:
     """A `cancelled` record for the attempt if it has none (its diagbench died before writing one)."""
     attempt = stray.tag.attempt
     folder = stray.tag.run_dir / "cells" / attempt
     path = folder / "result.json"
-    attempts = [a for a in manifest.get("attempts") or [] if isinstance(a, dict)]
-    planned = next((a for a in attempts if a.get("attempt") == attempt), None)
-    if path.exists() or planned is None or not folder.is_dir() or not isinstance(planned.get("repeat"), int):
+    planned = manifest.planned(attempt) if manifest is not None else None
+    if path.exists() or planned is None or not folder.is_dir():
         return None
     log = folder / "server.log"
-    record = AttemptRecord(
-        cell_id=str(planned.get("cell_id")),
-        repeat=planned["repeat"],
-        attempt=attempt,
-        params=dict(planned.get("params") or {}),
-        command=[],
-        env_changes={},
-        outcome=Outcome.CANCELLED,
-        reason=describe(stray, teardown, at, by),
+    record = not_launched(
+        planned,
+        Outcome.CANCELLED,
+        describe(stray, teardown, at, by),
         ended_at=at,
         log_bytes=log.stat().st_size if log.is_file() else 0,
-        killed=list(teardown.killed),
-        left_behind=list(teardown.left_behind),
+        killed=teardown.killed,
+        left_behind=teardown.left_behind,
         teardown_s=round(teardown.seconds, 4),
         sigterm_at=teardown.sigterm_at,
     )
@@ -186,13 +178,8 @@ def _killed_json(k: Killed) -> dict[str, Any]:
     return {"pid": k.pid, "name": k.name, "signal": k.signal}
 
 
-def _manifest(run_dir: Path) -> dict[str, Any]:
-    data = _read_json(run_dir / "manifest.json")
-    return data if isinstance(data, dict) else {}
-
-
-def _read_json(path: Path) -> Any:
+def _manifest(run_dir: Path) -> Manifest | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_manifest(run_dir)
+    except DiagbenchError:  # unreadable, or a newer diagbench's: its grace and plan are not guessed
         return None

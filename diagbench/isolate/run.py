@@ -21,7 +21,7 @@ from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
 from diagbench.launch import host
-from diagbench.records.manifest import build_manifest
+from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import LATEST_ISOLATION, RunDir, new_run_id, open_run, write_json
@@ -96,18 +96,17 @@ def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, e
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id, LATEST_ISOLATION)  # runs/latest stays the newest matrix run
-    settings = {
-        "isolate": True,
-        "repeat": options.repeat,
-        "parallel": options.parallel,
-        "gpus": list(slots.offer.ids),
-        "gpus_per_attempt": slots.per_attempt,
-        "slots": [list(slot.gpus) for slot in slots.slots],
-    }
+    settings = RunSettings(
+        repeat=options.repeat,
+        parallel=options.parallel,
+        gpus=tuple(slots.offer.ids),
+        gpus_per_attempt=slots.per_attempt,
+        slots=tuple(tuple(slot.gpus) for slot in slots.slots),
+        isolate=True,
+    )
     facts = host.collect(problem.spec.path.resolve().parent)
-    manifest = build_manifest(problem.spec, [], run_id, settings, facts)
-    manifest["isolation_factors"] = [f.to_json() for f in problem.space.factors]
-    run_dir.write_manifest(manifest)
+    factors = [f.to_json() for f in problem.space.factors]
+    run_dir.write_manifest(build_manifest(problem.spec, [], run_id, settings, facts, factors))
     events.on_open(run_dir, [])
     return run_dir
 

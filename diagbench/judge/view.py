@@ -3,21 +3,20 @@ against the manifest's own (pre-registered) copy of the hypotheses."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
+from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor, redact_record, run_redactor
 from diagbench.records.store import LoadedRun, Unreadable
-from diagbench.spec.hypotheses import Expectation, Hypothesis, hypotheses_sha256
-from diagbench.spec.matrix import CellRow, selects
+from diagbench.spec.hypotheses import Expectation, hypotheses_sha256
+from diagbench.spec.matrix import selects
 from diagbench.vocab import ExitCode, Outcome, VerdictWord
 
 LOG_TAIL_BYTES = 8192
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class RunView:
     hypotheses_sha256: str
     spec_sha256: str
     hashes_match: bool  # the manifest's hypotheses still hash to the recorded value
-    planned: list[dict[str, Any]]
+    planned: list[PlannedEntry]
     records: list[AttemptRecord]
     verdicts: list[Verdict]
     violations: list[Violation]
@@ -53,94 +52,38 @@ class RunView:
         if not self.planned or self.plan_unreadable:
             return False
         done = {r.attempt for r in self.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
-        return all(a["attempt"] in done for a in self.planned)
+        return all(a.attempt in done for a in self.planned)
 
 
 def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
     """The run as reports show it: each manifest part read with suspicion (a malformed part
     is named and left out), records and log tails with their secrets blanked."""
-    redactor = redactor or run_redactor(loaded.manifest)
-    manifest = _Manifest(loaded)
-    hypotheses = manifest.each("hypotheses", lambda _, h: Hypothesis.from_json(h))
-    expectations = manifest.each("expect", Expectation.from_json)
-    cells = manifest.each("cells", _cell_row)
+    manifest = loaded.manifest
+    redactor = redactor or run_redactor(manifest.spec_file)
     records = [redact_record(r, redactor) for r in loaded.records]
-    spec = manifest.mapping("spec")
+    where = loaded.path / "manifest.json"
     return RunView(
-        run_id=str(loaded.manifest.get("run_id", loaded.path.name)),
+        run_id=manifest.run_id or loaded.path.name,
         path=loaded.path,
-        spec_name=str(spec.get("name", "")),
-        description=str(spec.get("description", "")),
-        created_at=str(loaded.manifest.get("created_at", "")),
-        hypotheses_sha256=str(loaded.manifest.get("hypotheses_sha256", "")),
-        spec_sha256=str(loaded.manifest.get("spec_sha256", "")),
-        hashes_match=hypotheses_sha256(hypotheses) == loaded.manifest.get("hypotheses_sha256"),
-        planned=manifest.each("attempts", _planned),
+        spec_name=manifest.spec_name,
+        description=str(manifest.spec.get("description", "")),
+        created_at=manifest.created_at,
+        hypotheses_sha256=manifest.hypotheses_sha256,
+        spec_sha256=manifest.spec_sha256,
+        hashes_match=hypotheses_sha256(manifest.hypotheses) == manifest.hypotheses_sha256,
+        planned=list(manifest.attempts),
         records=records,
-        verdicts=[judge(h, cells, records) for h in hypotheses],
-        violations=check_expectations(expectations, records),
-        expectations=expectations,
-        provenance=manifest.mapping("provenance"),
+        verdicts=[judge(h, [c.row for c in manifest.cells], records) for h in manifest.hypotheses],
+        violations=check_expectations(manifest.expect, records),
+        expectations=list(manifest.expect),
+        provenance=dict(manifest.provenance or {}),
         log_tails={
             r.attempt: redactor.cut(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
         },
-        unreadable=[*loaded.unreadable, *manifest.unreadable],
-        plan_unreadable="attempts" in manifest.failed,
+        unreadable=[*loaded.unreadable, *(Unreadable(where, p.why) for p in manifest.problems)],
+        plan_unreadable=manifest.failed("attempts"),
         redactor=redactor,
     )
-
-
-class _Manifest:
-    """Reads the parts of a manifest, naming each malformed one instead of failing on it."""
-
-    def __init__(self, loaded: LoadedRun):
-        self.data, self.path = loaded.manifest, loaded.path / "manifest.json"
-        self.unreadable: list[Unreadable] = []
-        self.failed: set[str] = set()  # the keys that could not be read whole
-
-    def each(self, key: str, parse: Callable[[int, Any], T]) -> list[T]:
-        items = self.data.get(key, [])
-        if not isinstance(items, list):
-            self.unreadable.append(Unreadable(self.path, f"field '{key}': expected a list"))
-            self.failed.add(key)
-            return []
-        out = []
-        for index, item in enumerate(items):
-            try:
-                out.append(parse(index, item))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                self.unreadable.append(Unreadable(self.path, f"{key}[{index}]: {_why(exc)}"))
-                self.failed.add(key)
-        return out
-
-    def mapping(self, key: str) -> dict[str, Any]:
-        value = self.data.get(key, {})
-        if isinstance(value, dict):
-            return value
-        self.unreadable.append(Unreadable(self.path, f"field '{key}': expected a mapping"))
-        return {}
-
-
-def _cell_row(_: int, cell: Any) -> CellRow:
-    return CellRow(_text(cell["cell_id"]), {_text(k): _text(v) for k, v in cell["params"].items()})
-
-
-def _planned(_: int, item: Any) -> dict[str, Any]:
-    if not isinstance(item, dict) or not isinstance(item.get("attempt"), str):
-        raise ValueError("expected {attempt, cell_id, repeat, ...}")
-    return item
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
-    return value
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, KeyError):
-        return f"missing field {exc.args[0]!r}"
-    return str(exc) or type(exc).__name__
 
 
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
@@ -173,7 +116,7 @@ def unchecked(view: RunView) -> list[str]:
     final |= {u.path.parent.name for u in view.unreadable if u.path.name == "result.json"}  # named already
     lines = []
     for exp in view.expectations:
-        missing = [a["attempt"] for a in view.planned if a["attempt"] not in final and selects(exp.when, _params(a))]
+        missing = [a.attempt for a in view.planned if a.attempt not in final and selects(exp.when, a.params or {})]
         if missing:
             few = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
             lines.append(
@@ -181,11 +124,6 @@ def unchecked(view: RunView) -> list[str]:
                 f"finish it with: diagbench run --resume {view.path}"
             )
     return lines
-
-
-def _params(planned: dict[str, Any]) -> dict[str, str]:
-    params = planned.get("params")
-    return params if isinstance(params, dict) else {}
 
 
 def exit_code(view: RunView, strict: bool) -> ExitCode:

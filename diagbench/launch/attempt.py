@@ -30,7 +30,7 @@ from diagbench.records.redact import redact, redact_argv
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import timeout_hint
-from diagbench.vocab import Outcome
+from diagbench.vocab import FailureClass, Outcome
 
 READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
@@ -368,7 +368,7 @@ def _shell_could_not_start(decision: Decision) -> Decision:
 def _name_port_holder(decision: Decision, port: int) -> Decision:
     """A server that could not bind its port: say who holds it (a foreign program that
     took it between diagbench's check and the server's bind)."""
-    if decision.failure_class != "port_in_use":
+    if decision.failure_class != FailureClass.PORT_IN_USE:
         return decision
     holder = port_holder(port)
     if holder is None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from diagbench.errors import WriteError
-from diagbench.launch.tags import Owner, caches_prefix
+from diagbench.launch.tags import Owner, caches_prefix, current_scope
 
 SHARED_TMP = Path("/tmp")  # where a diagbench with another TMPDIR (or none) made its folders
 FIX = "server.fresh_caches makes a folder per attempt there: free some space, or set TMPDIR to a writable folder"
@@ -35,7 +35,7 @@ def _new_caches(variables: Sequence[str], owner: Owner) -> Path:
     the run as a full disk does (it is not a diagbench bug), and nothing half-made is left."""
     folder: Path | None = None
     try:
-        folder = Path(tempfile.mkdtemp(prefix=caches_prefix(owner)))
+        folder = Path(tempfile.mkdtemp(prefix=caches_prefix(owner, current_scope())))
         for var in variables:  # made now: TMPDIR must exist, or Python falls back to /tmp
             (folder / var.lower()).mkdir()
     except OSError as exc:

@@ -7,14 +7,17 @@ import shlex
 import sys
 from pathlib import Path
 
+from diagbench.launch.programs import fill_programs, server_path
 from diagbench.launch.tags import Tag
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.matrix import Cell
 
 
 def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str, ...]:
+    path = server_path(server.env, cell.env)
+
     def fill(token: str) -> str:
-        return token.replace("{port}", str(port)).replace("{python}", sys.executable)
+        return fill_programs(token.replace("{port}", str(port)).replace("{python}", sys.executable), path)
 
     if server.shell:
         extra = " ".join(shlex.quote(fill(t)) for t in cell.args)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagbench.launch.command import build_command
+from diagbench.launch.programs import missing_program, server_path
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.matrix import Cell
 
@@ -21,6 +22,7 @@ class Problem:
 
     message: str
     cells: tuple[str, ...]
+    not_installed: bool = False  # a `{bin:NAME}` found nothing here: the spec is fine, this machine lacks it
 
     def describe(self, selected: int) -> str:
         if len(self.cells) == selected:
@@ -32,14 +34,16 @@ def preflight(server: ServerSpec, cells: Sequence[Cell]) -> list[Problem]:
     """The problems that would stop these cells at launch, each with the cells it stops."""
     if not server.cwd.is_dir():
         return [Problem(f"working directory {server.cwd} does not exist (fix server.cwd)", _ids(cells))]
-    if server.shell:  # /bin/sh looks the program up; its exit 127 says when it could not
-        return []
-    stopped: dict[str, list[str]] = {}
+    stopped: dict[tuple[str, bool], list[str]] = {}
     for cell in cells:
-        message = executable_problem(build_command(server, cell, 0)[0], _path_of(server, cell), server.cwd)
+        path = server_path(server.env, cell.env)
+        missing = missing_program(" ".join((*server.command, *cell.args)), path)
+        message = missing
+        if message is None and not server.shell:  # /bin/sh looks the program up; its exit 127 says when it could not
+            message = executable_problem(build_command(server, cell, 0)[0], path, server.cwd)
         if message is not None:
-            stopped.setdefault(message, []).append(cell.id)
-    return [Problem(message, tuple(ids)) for message, ids in stopped.items()]
+            stopped.setdefault((message, missing is not None), []).append(cell.id)
+    return [Problem(message, tuple(ids), absent) for (message, absent), ids in stopped.items()]
 
 
 def executable_problem(program: str, path: str | None, cwd: Path) -> str | None:
@@ -54,13 +58,6 @@ def executable_problem(program: str, path: str | None, cwd: Path) -> str | None:
     if target.is_dir() or not os.access(target, os.X_OK):
         return f"'{program}' is not executable (chmod +x it or run it through its interpreter)"
     return None
-
-
-def _path_of(server: ServerSpec, cell: Cell) -> str | None:
-    """The PATH the cell's server will see (an axis or server.env may set it)."""
-    if "PATH" in cell.env:
-        return cell.env["PATH"]
-    return server.env.get("PATH", os.environ.get("PATH"))
 
 
 def _ids(cells: Sequence[Cell]) -> tuple[str, ...]:

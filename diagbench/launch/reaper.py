@@ -20,7 +20,7 @@ import psutil
 
 from diagbench.launch.caches import caches_places
 from diagbench.launch.process import Teardown, process_group, stop_processes, tagged_processes
-from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner
+from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner, in_scope
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,14 @@ class Stray:
 
 
 def find_strays(seen: set[Path] | None = None) -> list[Stray]:
-    """Every attempt on this host with processes left by a diagbench that has ended; `seen`
-    gets the run directory of every tagged process, live or not."""
+    """Every attempt on this host (of this diagbench's scope) with processes left by a
+    diagbench that has ended; `seen` gets the run directory of every such tagged process,
+    live or not."""
     gone: dict[Owner, bool] = {}
     found: dict[Tag, list[int]] = defaultdict(list)
     for proc, tag in tagged_processes():
+        if not in_scope(tag.scope):
+            continue
         if seen is not None:
             seen.add(tag.run_dir)
         if tag.owner not in gone:
@@ -58,12 +61,13 @@ def stop_stray(stray: Stray, grace: float, hurry: threading.Event | None = None)
 
 
 def leaked_folders() -> list[Path]:
-    """Temporary folders (an attempt's fresh compile caches) whose diagbench has ended."""
+    """Temporary folders (an attempt's fresh compile caches) whose diagbench (of this
+    diagbench's scope) has ended."""
     found = []
     for place in caches_places():
         for folder in place.glob(CACHES_PREFIX + "*"):
-            owner = caches_owner(folder.name)
-            if owner is not None and _ours(folder) and owner.gone():
+            named = caches_owner(folder.name)
+            if named is not None and in_scope(named[1]) and _ours(folder) and named[0].gone():
                 found.append(folder)
     return sorted(found)
 

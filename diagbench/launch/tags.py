@@ -10,12 +10,19 @@ A server and all its descendants carry three variables:
 
 so a later diagbench can tell a live run's servers (never touched) from the leftovers of
 one that died (stopped and recorded in that run's directory).
+
+A diagbench started with DIAGBENCH_SCOPE=<word> also passes that on, names its temporary
+folders with it, and cleans up after dead diagbenches of that scope only: a test session
+(or a pytest-xdist worker) sets its own, so no other diagbench takes its leftovers while it
+is still checking them. Unset is a scope too, everyone's default: a user's diagbench never
+touches what a scoped one left (`DIAGBENCH_SCOPE=<word> diagbench cleanup` does).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +33,7 @@ import psutil
 TAG_VAR = "DIAGBENCH_ATTEMPT"
 OWNER_VAR = "DIAGBENCH_OWNER"
 RUN_VAR = "DIAGBENCH_RUN"
+SCOPE_VAR = "DIAGBENCH_SCOPE"
 CACHES_PREFIX = "diagbench-caches-"  # + <owner>-<random>: an attempt's fresh compile caches
 
 
@@ -105,13 +113,15 @@ class Tag:
     attempt: str
     owner: Owner
     run_dir: Path
+    scope: str = ""  # the owner's DIAGBENCH_SCOPE ("" where it had none)
 
     @property
     def value(self) -> str:
         return f"{self.nonce}/{self.attempt}"
 
     def env(self) -> dict[str, str]:
-        return {TAG_VAR: self.value, OWNER_VAR: str(self.owner), RUN_VAR: str(self.run_dir)}
+        env = {TAG_VAR: self.value, OWNER_VAR: str(self.owner), RUN_VAR: str(self.run_dir)}
+        return env | ({SCOPE_VAR: self.scope} if self.scope else {})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Tag | None:
@@ -121,7 +131,7 @@ class Tag:
         run = env.get(RUN_VAR, "")
         if not sep or owner is None or not run:
             return None
-        return cls(nonce, attempt, owner, Path(run))
+        return cls(nonce, attempt, owner, Path(run), _word(env.get(SCOPE_VAR, "")))
 
 
 def new_nonce() -> str:
@@ -129,14 +139,31 @@ def new_nonce() -> str:
     return secrets.token_hex(8)
 
 
-def caches_prefix(owner: Owner) -> str:
-    """The name prefix of an attempt's temporary folder: its owner can be read back from it."""
-    return f"{CACHES_PREFIX}{owner}-"
+def current_scope() -> str:
+    """This diagbench's DIAGBENCH_SCOPE, as a word a folder name can carry ("" where unset)."""
+    return _word(os.environ.get(SCOPE_VAR, ""))
 
 
-def caches_owner(name: str) -> Owner | None:
-    """The owner of a temporary folder named by `caches_prefix`, or None (not one of ours)."""
+def in_scope(scope: str) -> bool:
+    """Whether leftovers of `scope` are this diagbench's to clean up: those of its own scope."""
+    return scope == current_scope()
+
+
+def _word(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
+
+
+def caches_prefix(owner: Owner, scope: str = "") -> str:
+    """The name prefix of an attempt's temporary folder: its owner (and scope) can be read
+    back from it: diagbench-caches-[<scope>+]<owner>-."""
+    return f"{CACHES_PREFIX}{scope + '+' if scope else ''}{owner}-"
+
+
+def caches_owner(name: str) -> tuple[Owner, str] | None:
+    """The owner and scope of a temporary folder named by `caches_prefix`, or None (not one of ours)."""
     if not name.startswith(CACHES_PREFIX):
         return None
-    owner, sep, _random = name[len(CACHES_PREFIX) :].rpartition("-")
-    return Owner.parse(owner) if sep else None
+    head, sep, _random = name[len(CACHES_PREFIX) :].rpartition("-")
+    scope, _plus, owner = head.rpartition("+")
+    parsed = Owner.parse(owner) if sep else None
+    return None if parsed is None else (parsed, scope)

@@ -11,16 +11,17 @@ import signal
 
 from diagbench.logs.scan import Hit
 from diagbench.logs.signatures import Kind, Signature
+from diagbench.vocab import FailureClass
 
 EVENT_PACK = "diagbench"
 # Orderly stops (SIGTERM, SIGINT, SIGHUP) are no failure: a server's own cleanup sends them.
-DEATH_CLASSES: dict[int, str] = {
-    signal.SIGKILL: "killed",  # the OOM killer, or someone's kill -9
-    signal.SIGSEGV: "segfault",
-    signal.SIGBUS: "segfault",
-    signal.SIGABRT: "other",
-    signal.SIGFPE: "other",
-    signal.SIGILL: "other",
+DEATH_CLASSES: dict[int, FailureClass] = {
+    signal.SIGKILL: FailureClass.KILLED,  # the OOM killer, or someone's kill -9
+    signal.SIGSEGV: FailureClass.SEGFAULT,
+    signal.SIGBUS: FailureClass.SEGFAULT,
+    signal.SIGABRT: FailureClass.OTHER,
+    signal.SIGFPE: FailureClass.OTHER,
+    signal.SIGILL: FailureClass.OTHER,
 }
 DEATH_PRIORITY = 60  # above the generic lines that report it ("Failed core proc(s): {}"), below root causes
 _DEATHS = {

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import SpecError
 from diagbench.logs.cache import cached_packs, store_packs
-from diagbench.vocab import FAILURE_CLASSES
+from diagbench.vocab import FAILURE_CLASSES, FailureClass
 
 if TYPE_CHECKING:
     from diagbench.yamlsrc import Src
@@ -90,7 +90,7 @@ class Signature:
     id: str
     kind: Kind
     pattern: str
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
     priority: int = DEFAULT_PRIORITY  # failures: which one names the launch; markers: how sure a detection is
     settles: bool = False  # this line ends the failure story: decide without waiting
     weak: bool = False  # decides nothing live; names the outcome only if the log ends undecided
@@ -211,7 +211,7 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
         raise keys["kind"].error(f'expected one of ready, failure, phase, marker, got "{kind_text}"') from None
     failure_class = None
     if kind is Kind.FAILURE:
-        failure_class = failure_class_of(keys["class"]) if "class" in keys else "other"
+        failure_class = failure_class_of(keys["class"]) if "class" in keys else FailureClass.OTHER
     needs_server = keys["needs_server"].boolean() if "needs_server" in keys else False
     if needs_server and server is None:
         raise keys["needs_server"].error("needs_server needs a pack that names its server", "add `server: NAME`")
@@ -219,6 +219,7 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
     handled = keys["handled"].boolean() if "handled" in keys else False
     if handled and "(?P<record>" not in pattern:
         raise keys["handled"].error("a handled line needs its record's header as a group", "add (?P<record>...)")
+    port_in_use = failure_class == FailureClass.PORT_IN_USE
     return Signature(
         id=keys["id"].string(),
         kind=kind,
@@ -235,7 +236,7 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
         server=server,
         needs_server=needs_server,
         # a port is only found taken when it is bound, and some servers bind after their ready line
-        after_ready=keys["after_ready"].boolean() if "after_ready" in keys else failure_class == "port_in_use",
+        after_ready=keys["after_ready"].boolean() if "after_ready" in keys else port_in_use,
         handled=handled,
     )
 
@@ -248,13 +249,14 @@ def _cause(src: Src) -> Cause:
         raise src.expected("above, below or here") from None
 
 
-def failure_class_of(src: Src) -> str:
+def failure_class_of(src: Src) -> FailureClass:
     from diagbench.yamlsrc import suggest
 
     word = src.string("a failure class")
-    if word not in FAILURE_CLASSES:
+    failure_class = FailureClass.of(word)
+    if failure_class is None:
         raise src.error(f'unknown failure class "{word}"', suggest(word, FAILURE_CLASSES))
-    return word
+    return failure_class
 
 
 def regex_of(src: Src) -> str:

@@ -24,7 +24,7 @@ from diagbench.logs.events import death_hit, is_event
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
 from diagbench.logs.signatures import PREFIX, Cause, Kind
-from diagbench.vocab import Evidence, Outcome
+from diagbench.vocab import Evidence, FailureClass, Outcome
 
 
 # A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
@@ -320,7 +320,7 @@ class Watch:
         secondary: list[str] = []
         for hit in hits:
             cls = hit.signature.failure_class
-            if cls not in (None, "other", best.signature.failure_class) and cls not in secondary:
+            if cls not in (None, FailureClass.OTHER, best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
         said = "a process of its tree died" if is_event(best) else "failure line"
         shown, reason = best, f"{said} ({best.signature.id})"
@@ -352,7 +352,7 @@ class Watch:
                 Outcome.FAILED,
                 f"ready request failed: {detail}" + (f"; its error at line {root.line_no}" if root else ""),
                 now,
-                failure_class="other",
+                failure_class=FailureClass.OTHER,
                 signature=root.signature.id if root else "ready.request",
                 # line 0: no log line decided, the request's answer did
                 evidence=_evidence(root) if root else Evidence(0, detail[:EVIDENCE_CHARS]),
@@ -365,7 +365,7 @@ class Watch:
         printed before its traceback (`cause: below`, vLLM's `logger.exception` lines) takes
         the first error after it: later ones are other processes reporting the same death."""
         cause = best.signature.cause
-        if best.signature.failure_class != "other" or cause is Cause.HERE or self._window is None:
+        if best.signature.failure_class != FailureClass.OTHER or cause is Cause.HERE or self._window is None:
             return None
         strong_lines = {h.line_no for h in self._window.hits}
         weak = [h for h in self._recent_weak if h.line_no not in strong_lines]

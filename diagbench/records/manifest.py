@@ -1,57 +1,390 @@
-"""The manifest: everything known before the first launch, hypotheses and their hash included."""
+"""The manifest (`manifest.json`): everything known before the first launch, hypotheses and
+their hash included, as typed data. Built by `build_manifest`, read back by `Manifest.from_json`
+alone (through `store.read_manifest`): each part is read with suspicion, a malformed one named
+in `problems` and left out, and a manifest written by a newer diagbench is refused."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from diagbench.errors import RecordError
 from diagbench.records.redact import Redactor, redact_yaml, spec_redactor
-from diagbench.records.store import MANIFEST_VERSION
 from diagbench.sensitive import REDACTED
-from diagbench.spec.hypotheses import hypotheses_sha256
+from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
+from diagbench.spec.hypotheses import Expectation, Hypothesis, hypotheses_sha256
 from diagbench.spec.load import Spec
+from diagbench.spec.matrix import CellRow
 from diagbench.spec.plan import PlannedAttempt
+
+MANIFEST_VERSION = 1
+T = TypeVar("T")
+
+
+class NewerManifest(RecordError):
+    """A manifest written by a newer diagbench: its meaning is not guessed."""
+
+
+@dataclass(frozen=True)
+class PlannedEntry:
+    """One planned attempt, as the manifest's `attempts` keep it."""
+
+    attempt: str
+    cell_id: str
+    repeat: int
+    params: Mapping[str, str] | None = None  # absent in a hand-written manifest: the records' are used
+    args: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat}
+        if self.params is not None:
+            data["params"] = dict(self.params)
+        if self.args is not None:
+            data["args"] = list(self.args)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> PlannedEntry:
+        if not isinstance(data, dict) or not isinstance(data.get("attempt"), str):
+            raise ValueError("expected {attempt, cell_id, repeat, ...}")
+        params = data.get("params")
+        return cls(
+            attempt=data["attempt"],
+            cell_id=str(data.get("cell_id")),
+            repeat=_whole(data.get("repeat"), "repeat"),
+            params={str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else None,
+            args=tuple(_text(a) for a in data["args"]) if "args" in data else None,
+        )
+
+
+@dataclass(frozen=True)
+class CellEntry:
+    """One cell of the matrix, as the manifest's `cells` keep it (secrets blanked)."""
+
+    cell_id: str
+    params: Mapping[str, str]
+    args: tuple[str, ...] | None = None
+    env: Mapping[str, str | None] | None = None
+
+    @property
+    def row(self) -> CellRow:
+        return CellRow(self.cell_id, self.params)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"cell_id": self.cell_id, "params": dict(self.params)}
+        if self.args is not None:
+            data["args"] = list(self.args)
+        if self.env is not None:
+            data["env"] = dict(self.env)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> CellEntry:
+        env = data.get("env")
+        return cls(
+            cell_id=_text(data["cell_id"]),
+            params={_text(k): _text(v) for k, v in data["params"].items()},
+            args=tuple(_text(a) for a in data["args"]) if "args" in data else None,
+            env=dict(env) if isinstance(env, dict) else None,
+        )
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The options a run was started with (the manifest's `options`): None where not recorded."""
+
+    only: tuple[str, ...] | None = None
+    repeat: int | None = None
+    parallel: int | None = None
+    gpus: tuple[str, ...] | None = None  # the GPU ids handed out (none: `--gpus none`)
+    gpus_per_attempt: int | None = None
+    slots: tuple[tuple[str, ...], ...] | None = None
+    stop_when_decided: bool | None = None
+    fail_fast: bool | None = None
+    executor: Mapping[str, Any] | None = None  # the executor's own settings, `kind` first
+    isolate: bool = False  # an isolation run (`diagbench isolate`): no plan ahead
+
+    @property
+    def executor_kind(self) -> str | None:
+        """The recorded executor's kind; None for a run from before executors were recorded (local)."""
+        kind = self.executor.get("kind") if self.executor is not None else None
+        return kind if isinstance(kind, str) else None
+
+    @property
+    def executor_spec(self) -> ExecutorSpec:
+        """The recorded executor settings (an older run without them ran here)."""
+        return ExecutorSpec.from_json(dict(self.executor or {"kind": ExecutorKind.LOCAL.value}))
+
+    @property
+    def gpu_request(self) -> GpuRequest | None:
+        """The GPUs the run handed out as a request (`--gpus none` for none), or None if not recorded."""
+        if self.gpus is None:
+            return None
+        return parse_gpu_request(",".join(self.gpus)) if self.gpus else GpuRequest(GpuMode.NONE)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"isolate": True} if self.isolate else {}
+        keys = ("repeat", "parallel") if self.isolate else ("only", "repeat", "parallel")
+        data |= {k: _plain(getattr(self, k)) for k in keys}
+        if self.gpus is not None:
+            data |= {"gpus": list(self.gpus), "gpus_per_attempt": self.gpus_per_attempt}
+            data["slots"] = [list(s) for s in self.slots or ()]
+        if not self.isolate and self.stop_when_decided is not None:
+            data |= {"stop_when_decided": self.stop_when_decided, "fail_fast": bool(self.fail_fast)}
+        if self.executor is not None:
+            data["executor"] = dict(self.executor)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSettings:
+        """Read back; a malformed option raises ValueError naming it and how to give it again."""
+        gpus = data.get("gpus")
+        if gpus is not None and (not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus)):
+            raise ValueError(f"gpus: expected a list of GPU ids, got {gpus!r}; give --gpus again")
+        only = data.get("only")
+        if only is not None and (not isinstance(only, list) or not all(isinstance(o, str) for o in only)):
+            raise ValueError(f"only: expected a list of AXIS=LABEL, got {only!r}")
+        executor = data.get("executor")
+        settings = cls(
+            only=None if only is None else tuple(only),
+            repeat=_number(data, "repeat"),
+            parallel=_number(data, "parallel"),
+            gpus=None if gpus is None else tuple(gpus),
+            gpus_per_attempt=data.get("gpus_per_attempt") if isinstance(data.get("gpus_per_attempt"), int) else None,
+            slots=tuple(tuple(str(g) for g in s) for s in data.get("slots") or () if isinstance(s, list)),
+            stop_when_decided=data["stop_when_decided"] is True if "stop_when_decided" in data else None,
+            fail_fast=data["fail_fast"] is True if "fail_fast" in data else None,
+            executor=dict(executor) if isinstance(executor, dict) else None,
+            isolate=data.get("isolate") is True,
+        )
+        try:
+            parse_gpu_request(",".join(settings.gpus or ["all"]))  # checked here: resuming relies on it
+        except ValueError as exc:
+            raise ValueError(f"gpus: {exc}; give --gpus again") from None
+        return settings
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A part of a manifest that could not be read: named to the user, left out of the value."""
+
+    part: str  # the top-level key: `hypotheses`, `options`
+    why: str
+
+    def __str__(self) -> str:
+        return self.why
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything known before the first launch (the README's `manifest.json`)."""
+
+    run_id: str
+    created_at: str
+    spec: Mapping[str, Any]  # the spec as loaded, secrets blanked: shown, never launched from
+    spec_sha256: str
+    hypotheses: tuple[Hypothesis, ...]
+    hypotheses_sha256: str
+    attempts: tuple[PlannedEntry, ...]
+    spec_text: str | None = None
+    spec_file: str | None = None  # where relative paths in the spec resolve (`run --resume RUN`)
+    expect: tuple[Expectation, ...] = ()
+    cells: tuple[CellEntry, ...] = ()
+    options: RunSettings | None = None
+    provenance: Mapping[str, Any] | None = None
+    isolation_factors: tuple[Mapping[str, Any], ...] | None = None
+    environment: Mapping[str, Any] | None = None  # the environment the run had (filled by its own code)
+    manifest_version: int = MANIFEST_VERSION
+    problems: tuple[Problem, ...] = field(default=(), compare=False)  # parts left out, each named
+
+    @property
+    def settings(self) -> RunSettings:
+        return self.options or RunSettings()
+
+    @property
+    def spec_name(self) -> str:
+        return str(self.spec.get("name", ""))
+
+    @property
+    def grace_s(self) -> float | None:
+        """The run's own grace period, if its spec says one."""
+        server = self.spec.get("server")
+        grace = server.get("grace_s") if isinstance(server, dict) else None
+        return float(grace) if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
+
+    def failed(self, part: str) -> bool:
+        """Whether the part could not be read whole."""
+        return any(p.part == part for p in self.problems)
+
+    def planned(self, attempt: str) -> PlannedEntry | None:
+        return next((a for a in self.attempts if a.attempt == attempt), None)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "manifest_version": self.manifest_version,
+            "run_id": self.run_id,
+            "created_at": self.created_at,
+            "spec": dict(self.spec),
+        }
+        data |= _present(spec_text=self.spec_text, spec_file=self.spec_file)
+        data |= {
+            "spec_sha256": self.spec_sha256,
+            "hypotheses": [h.to_json() for h in self.hypotheses],
+            "hypotheses_sha256": self.hypotheses_sha256,
+            "expect": [e.to_json() for e in self.expect],
+            "cells": [c.to_json() for c in self.cells],
+            "attempts": [a.to_json() for a in self.attempts],
+        }
+        data |= _present(options=self.options and self.options.to_json(), provenance=self.provenance)
+        if self.isolation_factors is not None:
+            data["isolation_factors"] = [dict(f) for f in self.isolation_factors]
+        return data | _present(environment=self.environment and dict(self.environment))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Manifest:
+        """Read a manifest: a newer version is refused (RecordError), a malformed part named and left out."""
+        version = data.get("manifest_version", MANIFEST_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise RecordError(f"field 'manifest_version': expected an integer, got {version!r}")
+        if version > MANIFEST_VERSION:
+            raise NewerManifest(
+                f"manifest_version {version}: written by a newer diagbench (this one reads "
+                f"{MANIFEST_VERSION}); read it with that version (pip install -U diagbench)"
+            )
+        parts = _Parts(data)
+        factors = data.get("isolation_factors")
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            created_at=str(data.get("created_at", "")),
+            spec=parts.mapping("spec"),
+            spec_sha256=str(data.get("spec_sha256", "")),
+            hypotheses=parts.each("hypotheses", lambda _, h: Hypothesis.from_json(h)),
+            hypotheses_sha256=str(data.get("hypotheses_sha256", "")),
+            attempts=parts.each("attempts", lambda _, a: PlannedEntry.from_json(a)),
+            spec_text=_optional_text(data.get("spec_text")),
+            spec_file=_optional_text(data.get("spec_file")),
+            expect=parts.each("expect", Expectation.from_json),
+            cells=parts.each("cells", lambda _, c: CellEntry.from_json(c)),
+            options=parts.settings(),
+            provenance=parts.mapping("provenance") if "provenance" in data else None,
+            isolation_factors=tuple(f for f in factors if isinstance(f, dict)) if isinstance(factors, list) else None,
+            environment=parts.mapping("environment") if "environment" in data else None,
+            manifest_version=version,
+            problems=tuple(parts.problems),
+        )
+
+
+class _Parts:
+    """Reads the parts of a manifest, naming each malformed one instead of failing on it."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        self.data = data
+        self.problems: list[Problem] = []
+
+    def each(self, key: str, parse: Callable[[int, Any], T]) -> tuple[T, ...]:
+        items = self.data.get(key, [])
+        if not isinstance(items, list):
+            self.problems.append(Problem(key, f"field '{key}': expected a list"))
+            return ()
+        out = []
+        for index, item in enumerate(items):
+            try:
+                out.append(parse(index, item))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                self.problems.append(Problem(key, f"{key}[{index}]: {_why(exc)}"))
+        return tuple(out)
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.data.get(key, {})
+        if isinstance(value, dict):
+            return value
+        self.problems.append(Problem(key, f"field '{key}': expected a mapping"))
+        return {}
+
+    def settings(self) -> RunSettings | None:
+        if "options" not in self.data:
+            return None
+        try:
+            return RunSettings.from_json(self.mapping("options"))
+        except (TypeError, ValueError) as exc:
+            self.problems.append(Problem("options", f"options.{exc}"))
+            return RunSettings()
+
+
+def _number(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{key}: expected a whole number above 0, got {value!r}; give --{key} again")
+    return value
+
+
+def _whole(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"field '{key}': expected an integer, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing field {exc.args[0]!r}"
+    return str(exc) or type(exc).__name__
 
 
 def build_manifest(
     spec: Spec,
     planned: Sequence[PlannedAttempt],
     run_id: str,
-    options: dict[str, Any],
-    provenance: dict[str, Any],
-) -> dict[str, Any]:
+    settings: RunSettings,
+    provenance: Mapping[str, Any],
+    isolation_factors: Sequence[Mapping[str, Any]] | None = None,
+) -> Manifest:
     """Everything known before the first launch, hypotheses and their hash included (secrets blanked)."""
     redactor = spec_redactor(spec)
-    manifest = {
-        "manifest_version": MANIFEST_VERSION,
-        "run_id": run_id,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "spec": _spec_json(spec, redactor),
-        "spec_text": redact_yaml(spec.text, redactor),
-        "spec_file": str(spec.path.resolve()),  # where relative paths in it resolve (`run --resume RUN`)
-        "spec_sha256": spec.sha256,
-        "hypotheses": [h.to_json() for h in spec.hypotheses],
-        "hypotheses_sha256": hypotheses_sha256(spec.hypotheses),
-        "expect": [e.to_json() for e in spec.expectations],
-        "cells": [
-            {"cell_id": c.id, "params": dict(c.params), "args": redactor.argv(c.args), "env": redactor.env(c.env)}
-            for c in spec.cells
-        ],
-        "attempts": [
-            {
-                "attempt": p.name,
-                "cell_id": p.cell.id,
-                "repeat": p.repeat,
-                "params": dict(p.cell.params),
-                "args": redactor.argv(p.cell.args),
-            }
+    manifest = Manifest(
+        run_id=run_id,
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        spec=_spec_json(spec, redactor),
+        spec_text=redact_yaml(spec.text, redactor),
+        spec_file=str(spec.path.resolve()),
+        spec_sha256=spec.sha256,
+        hypotheses=tuple(spec.hypotheses),
+        hypotheses_sha256=hypotheses_sha256(spec.hypotheses),
+        expect=tuple(spec.expectations),
+        cells=tuple(
+            CellEntry(c.id, dict(c.params), tuple(redactor.argv(c.args)), redactor.env(c.env)) for c in spec.cells
+        ),
+        attempts=tuple(
+            PlannedEntry(p.name, p.cell.id, p.repeat, dict(p.cell.params), tuple(redactor.argv(p.cell.args)))
             for p in planned
-        ],
-        "options": options,
-        "provenance": provenance,
-    }
-    return redactor.deep(manifest)  # a known secret anywhere else (a description, a URL) too
+        ),
+        options=settings,
+        provenance=provenance,
+        isolation_factors=None if isolation_factors is None else tuple(isolation_factors),
+    )
+    return Manifest.from_json(redactor.deep(manifest.to_json()))  # a known secret anywhere else (a URL) too
 
 
 def _spec_json(spec: Spec, redactor: Redactor) -> dict[str, Any]:

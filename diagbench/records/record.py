@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from datetime import datetime, timezone
+from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints
 
 from diagbench.errors import RecordError
 from diagbench.vocab import Evidence, Outcome, outcome_label
@@ -118,6 +119,55 @@ class AttemptRecord:
             return cls(**{**values, "outcome": outcome})
         except TypeError as exc:
             raise RecordError(f"malformed record: {exc}") from None
+
+
+class Planned(Protocol):
+    """An attempt as planned (a manifest entry, a plan's attempt, a job file): what its record names."""
+
+    @property
+    def attempt(self) -> str: ...
+
+    @property
+    def cell_id(self) -> str: ...
+
+    @property
+    def repeat(self) -> int: ...
+
+    @property
+    def params(self) -> Mapping[str, str] | None: ...
+
+
+def not_launched(
+    planned: Planned,
+    outcome: Outcome,
+    reason: str,
+    *,
+    ended_at: str | None = None,
+    log_bytes: int = 0,
+    killed: Sequence[Killed] = (),
+    left_behind: Sequence[int] = (),
+    teardown_s: float | None = None,
+    sigterm_at: float | None = None,
+) -> AttemptRecord:
+    """The one record of an attempt that launched no server of its own: skipped, cancelled
+    before it started, refused by a queue, a diagbench bug, or lost with its diagbench (then
+    what a sweep stopped of it). It ran no command and changed no env."""
+    return AttemptRecord(
+        cell_id=planned.cell_id,
+        repeat=planned.repeat,
+        attempt=planned.attempt,
+        params=dict(planned.params or {}),
+        command=[],
+        env_changes={},
+        outcome=outcome,
+        reason=reason,
+        ended_at=ended_at or datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        log_bytes=log_bytes,
+        killed=list(killed),
+        left_behind=list(left_behind),
+        teardown_s=teardown_s,
+        sigterm_at=sigterm_at,
+    )
 
 
 def _known(kind: Any, data: Mapping[str, Any]) -> Any:

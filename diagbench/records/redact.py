@@ -234,15 +234,14 @@ def server_redactor(
     return Redactor.of([server.env, *envs], [server.command, *argvs], urls, bodies)
 
 
-def run_redactor(manifest: Mapping[str, Any]) -> Redactor:
+def run_redactor(where: str | None) -> Redactor:
     """What is secret in a run, for a report that reads its logs again: its spec's secrets
     while the spec file is there to read (the run wrote none of them down), else only what
     diagbench's own environment holds."""
     from diagbench.errors import DiagbenchError
     from diagbench.spec.load import load_spec
 
-    where = manifest.get("spec_file")
-    if not isinstance(where, str) or not where:
+    if not where:
         return Redactor.of()
     try:
         return spec_redactor(load_spec(Path(where)))

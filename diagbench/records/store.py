@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import RecordError, RunDirError, UserError, WriteError
+from diagbench.records.manifest import Manifest, NewerManifest
 from diagbench.records.record import AttemptRecord
 
-MANIFEST_VERSION = 1
 MAX_RECORD_BYTES = 64 << 20  # a record is kilobytes; anything this large is not one
 LOCK_FILE = ".lock"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
@@ -92,8 +92,8 @@ class RunDir:
         if self.lock is not None:
             self.lock.release()
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json(self.path / "manifest.json", manifest)
+    def write_manifest(self, manifest: Manifest) -> None:
+        write_json(self.path / "manifest.json", manifest.to_json())
 
     def write_result(self, record: AttemptRecord) -> None:
         write_json(self.attempt_dir(record.attempt) / "result.json", record.to_json())
@@ -247,7 +247,7 @@ class Unreadable:
 @dataclass(frozen=True)
 class LoadedRun:
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     records: list[AttemptRecord]
     unreadable: list[Unreadable] = field(default_factory=list)
 
@@ -272,22 +272,23 @@ def load_run(path: Path) -> LoadedRun:
     return LoadedRun(path.resolve(), manifest, records, unreadable)
 
 
-def _read_manifest(path: Path, unreadable: list[Unreadable]) -> dict[str, Any]:
+def _read_manifest(path: Path, unreadable: list[Unreadable]) -> Manifest:
     try:
-        manifest = _read_json(path)
+        return read_manifest(path.parent)
     except RecordError as exc:
         unreadable.append(Unreadable(path, str(exc)))
-        return {}
-    version = manifest.get("manifest_version", MANIFEST_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool):
-        unreadable.append(Unreadable(path, f"field 'manifest_version': expected an integer, got {version!r}"))
-        return {}
-    if version > MANIFEST_VERSION:
-        raise RunDirError(
-            f"{path}: manifest_version {version}: written by a newer diagbench (this one reads "
-            f"{MANIFEST_VERSION}); read it with that version (pip install -U diagbench)"
-        )
-    return manifest
+        return Manifest.from_json({})
+
+
+def read_manifest(run: Path) -> Manifest:
+    """The one reader of a run's manifest.json: RecordError if it cannot be read at all (a
+    malformed part is named in its `problems`); RunDirError if a newer diagbench wrote it."""
+    path = run / "manifest.json"
+    data = _read_json(path)
+    try:
+        return Manifest.from_json(data)
+    except NewerManifest as exc:
+        raise RunDirError(f"{path}: {exc}") from None
 
 
 def _read_record(path: Path) -> AttemptRecord:

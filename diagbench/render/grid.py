@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
 
+from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
 
 MAX_COLUMNS = 8  # wider grids stop reading as a grid on a laptop screen
@@ -61,18 +62,17 @@ def split_axes(levels: Mapping[str, Sequence[str]]) -> tuple[tuple[str, ...], tu
     return tuple(n for i, n in enumerate(names) if i not in chosen), tuple(names[i] for i in chosen)
 
 
-def build_grid(planned: Sequence[Mapping[str, object]], records: Sequence[AttemptRecord]) -> Grid:
+def build_grid(planned: Sequence[PlannedEntry], records: Sequence[AttemptRecord]) -> Grid:
     """The grid of the planned cells (manifest `attempts`), filled from the records."""
     levels: dict[str, list[str]] = {}
     by_cell: dict[str, tuple[dict[str, str], list[str]]] = {}
     recorded = {r.cell_id: r.params for r in records}
     for attempt in planned:
-        given = attempt.get("params") or recorded.get(str(attempt["cell_id"]), {})
-        params = {str(k): str(v) for k, v in dict(given).items()}  # type: ignore[call-overload]  # a manifest value: checked by view_of
+        params = dict(attempt.params or recorded.get(attempt.cell_id, {}))
         for axis, label in params.items():
             if label not in levels.setdefault(axis, []):
                 levels[axis].append(label)
-        by_cell.setdefault(str(attempt["cell_id"]), (params, []))[1].append(str(attempt["attempt"]))
+        by_cell.setdefault(attempt.cell_id, (params, []))[1].append(attempt.attempt)
     constants = tuple((a, labels[0]) for a, labels in levels.items() if len(labels) == 1)
     varying = {a: labels for a, labels in levels.items() if len(labels) > 1} or dict(list(levels.items())[:1])
     row_axes, col_axes = split_axes(varying)

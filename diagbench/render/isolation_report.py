@@ -10,6 +10,7 @@ from diagbench.isolate.factors import Factor
 from diagbench.isolate.record import Isolation, Step
 from diagbench.isolate.search import Result
 from diagbench.judge.view import RunView
+from diagbench.records.manifest import PlannedEntry
 from diagbench.render.html import render_html
 from diagbench.render.htmlkit import Html, breakable, el
 from diagbench.render.isolation import answer, applied_text, deciding, outcomes_text, result_text
@@ -25,9 +26,7 @@ def probes_as_plan(view: RunView) -> RunView:
     it launched, so the reports count, complete and draw its probes like a matrix's cells."""
     if view.planned:
         return view
-    planned = [
-        {"attempt": r.attempt, "cell_id": r.cell_id, "repeat": r.repeat, "params": dict(r.params)} for r in view.records
-    ]
+    planned = [PlannedEntry(r.attempt, r.cell_id, r.repeat, dict(r.params)) for r in view.records]
     return dataclasses.replace(view, planned=planned)
 
 

@@ -12,9 +12,11 @@ from collections.abc import Sequence
 
 from diagbench.yamlsrc import Src
 
-COMMAND_PLACEHOLDERS = ("port", "python")  # filled in the command and in axis args
+COMMAND_PLACEHOLDERS = ("port", "python", "bin:NAME")  # filled in the command and in axis args
 ENV_PLACEHOLDERS = ("port",)  # filled in env values and ready.http
 _PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")  # ${VAR} is the shell's, not ours
+PROGRAM = re.compile(r"\{bin:([^{}]*)\}")  # an installed program, found on the launching machine
+PROGRAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")  # a file name: never a path
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -24,6 +26,13 @@ def check_placeholders(src: Src, text: str, known: Sequence[str]) -> None:
         name = found.group(1)
         if name not in known:
             src.sink.add(src.error(f"unknown placeholder '{{{name}}}'", _placeholder_fix(name, known)))
+    for found in PROGRAM.finditer(text):
+        if "bin:NAME" not in known:
+            fix = "a program is named only in server.command and in axis args"
+            src.sink.add(src.error(f"'{found.group(0)}' cannot be filled here", fix))
+        elif not PROGRAM_NAME.match(found.group(1)):
+            fix = "name the program as PATH knows it, e.g. {bin:vllm}; give a path as the command itself"
+            src.sink.add(src.error(f"'{found.group(0)}': expected a program name", fix))
 
 
 def _placeholder_fix(name: str, known: Sequence[str]) -> str:

@@ -17,6 +17,7 @@ from diagbench.vocab import (
     NOT_READY_OUTCOMES,
     VERDICTS,
     Ended,
+    FailureClass,
     Outcome,
     outcome_label,
 )
@@ -31,11 +32,13 @@ class Condition:
     outcome of a launch that did not come up (failed, crashed, timeout, launch_error)."""
 
     outcome: Outcome | str  # an Outcome, or NOT_READY
-    failure_class: str | None = None
+    failure_class: FailureClass | None = None
 
     def __post_init__(self) -> None:
         if self.outcome != NOT_READY:
             object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if self.failure_class is not None:
+            object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
 
     def holds(self, record: Ended) -> bool:
         if self.outcome == NOT_READY:
@@ -100,9 +103,10 @@ class Expectation:
 
 def _condition_of(text: str) -> Condition:
     outcome, _, cls = _string(text).partition(":")
-    if cls and cls not in FAILURE_CLASSES:
+    failure_class = FailureClass.of(cls) if cls else None
+    if cls and failure_class is None:
         raise ValueError(f"unknown failure class {cls!r}")
-    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), cls or None)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class)
 
 
 def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -140,11 +144,12 @@ def _condition(item: Src) -> Condition:
     outcome, _, cls = text.partition(":")
     if outcome not in CONDITION_OUTCOMES:
         raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
-    if cls and cls not in FAILURE_CLASSES:
+    failure_class = FailureClass.of(cls) if cls else None
+    if cls and failure_class is None:
         raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
     if cls and outcome != Outcome.FAILED.value:
         raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), cls or None)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class)
 
 
 def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:

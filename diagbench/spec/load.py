@@ -21,6 +21,7 @@ from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attem
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
 from diagbench.spec.ready import Ready, ReadyRequest, parse_ready
+from diagbench.vocab import FailureClass
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
@@ -357,8 +358,8 @@ def _parse_failure(sid: str, item: Src) -> Signature:
         if "pattern" not in fields_:
             raise item.error("missing key 'pattern'")
         pattern = regex_of(fields_["pattern"])
-        cls = failure_class_of(fields_["class"]) if "class" in fields_ else "other"
+        cls = failure_class_of(fields_["class"]) if "class" in fields_ else FailureClass.OTHER
         priority = fields_["priority"].integer() if "priority" in fields_ else USER_FAILURE_PRIORITY
     else:
-        pattern, cls, priority = regex_of(item), "other", USER_FAILURE_PRIORITY
+        pattern, cls, priority = regex_of(item), FailureClass.OTHER, USER_FAILURE_PRIORITY
     return Signature(f"spec.{sid}", Kind.FAILURE, pattern, cls, priority, pack="spec")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.scheduler import Gate, not_run
+from diagbench.execute.scheduler import Gate
 from diagbench.execute.slots import Slot
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.board import JobBoard
@@ -28,7 +28,7 @@ from diagbench.execute.slurm.jobs import (
     job_name,
     job_script,
 )
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import Spec
@@ -82,7 +82,7 @@ class SlurmExecutor:
                 job_id = self._submit(item, folder)
             except SlurmRejected as exc:
                 events.on_start(item, slot)
-                return not_run(item, Outcome.LAUNCH_ERROR, f"sbatch refused the job: {exc}")
+                return not_launched(item, Outcome.LAUNCH_ERROR, f"sbatch refused the job: {exc}")
             finally:
                 self.turns.passed(item.name)
         events.on_start(item, slot)

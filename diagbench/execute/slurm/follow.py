@@ -13,12 +13,11 @@ from pathlib import Path
 from diagbench.errors import RecordError
 from diagbench.execute.cancel import INTERRUPTED, Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.scheduler import not_run
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.board import JobBoard
 from diagbench.execute.slurm.commands import JobState, limit_seconds
 from diagbench.execute.slurm.jobs import PROGRESS_FILE, Progress, output_tail
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 from diagbench.yamlsrc import write_duration
@@ -155,7 +154,7 @@ class Follow:
         return words
 
     def _not_run(self, outcome: Outcome, reason: str) -> AttemptRecord:
-        record = not_run(self.item, outcome, reason)
+        record = not_launched(self.item, outcome, reason)
         return dataclasses.replace(record, executor={"kind": "slurm", "job_id": self.job_id, "node": self.node})
 
     # -- showing and stopping --------------------------------------------------------

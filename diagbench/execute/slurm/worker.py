@@ -14,9 +14,9 @@ from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel, stop_on_signals
 from diagbench.execute.slurm.jobs import JobFile, Progress
 from diagbench.launch.attempt import PhaseCallback, run_attempt
-from diagbench.launch.tags import Tag, me, new_nonce
+from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
-from diagbench.records.record import AttemptRecord
+from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
 from diagbench.spec.load import load_spec
@@ -69,24 +69,12 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
             raise UserError(f"{job.spec_path} has no cell {job.cell_id}")
         planned = PlannedAttempt(cells[job.cell_id], job.repeat)
         scanner = Scanner(spec.server.signatures)
-        tag = Tag(new_nonce(), job.attempt, me(), folder.parent.parent.resolve())  # this worker owns the tree
+        run_dir = folder.parent.parent.resolve()
+        tag = Tag(new_nonce(), job.attempt, me(), run_dir, current_scope())  # this worker owns the tree
         record = run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
         secrets = server_redactor(spec.server, [planned.cell.env], [planned.cell.args])
         return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
     except UserError as exc:
-        return _no_launch(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
+        return not_launched(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
     except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's  # noqa: BLE001
-        return _no_launch(job, Outcome.INTERNAL_ERROR, f"diagbench failed on the node: {type(exc).__name__}: {exc}")
-
-
-def _no_launch(job: JobFile, outcome: Outcome, reason: str) -> AttemptRecord:
-    return AttemptRecord(
-        cell_id=job.cell_id,
-        repeat=job.repeat,
-        attempt=job.attempt,
-        params=dict(job.params),
-        command=[],
-        env_changes={},
-        outcome=outcome,
-        reason=reason,
-    )
+        return not_launched(job, Outcome.INTERNAL_ERROR, f"diagbench failed on the node: {type(exc).__name__}: {exc}")
