@@ -428,11 +428,14 @@ def test_no_hypotheses_no_hash_line(tmp_path):
 def test_the_readme_first_spec_runs_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text()
     spec = readme.split("Start small.", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert len(spec.strip().splitlines()) <= 10
+    assert len(spec.strip().splitlines()) <= 20
     (tmp_path / "first.yaml").write_text(spec)
-    done = cli("run", "first.yaml", cwd=tmp_path)
+    done = cli("run", "first.yaml", cwd=tmp_path, env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^\[2/2 running 0\] root=/tmp: ready after [\d.]+s: GET / -> 200$", done.stdout, re.M)
+    assert re.search(r"^\[1/2 running 0\] bind=loopback: ready after [\d.]+s: GET / -> 200$", done.stdout, re.M)
+    assert re.search(r"^\[2/2 running 0\] bind=bogus: crashed after [\d.]+s: exited before ready", done.stdout, re.M)
+    assert re.search(r"^bogus-address-fails +supported$", done.stdout, re.M)  # not_ready held
+    assert "(complete) at\n" in done.stdout
     run = (tmp_path / "runs" / "latest").resolve()
     assert (run / "report.html").is_file()
     assert sweep_tagged(run.name) == []

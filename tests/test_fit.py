@@ -16,6 +16,7 @@ from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.record import Isolation, Status, Step
 from diagbench.isolate.search import Result, Target
 from diagbench.judge.view import view_of
+from diagbench.records.manifest import Manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, load_run
 from diagbench.render.fit import wrap
@@ -91,15 +92,17 @@ def demo(tmp_path: Path) -> Path:
             )
         )
     run_dir.write_manifest(
-        {
-            "manifest_version": 1,
-            "run_id": run_dir.path.name,
-            "spec": {"name": "demo-compile-isolation"},
-            "hypotheses": [h.to_json() for h in HYPS],
-            "hypotheses_sha256": hypotheses_sha256(HYPS),
-            "cells": [{"cell_id": a["cell_id"], "params": a["params"]} for a in attempts],
-            "attempts": attempts,
-        }
+        Manifest.from_json(
+            {
+                "manifest_version": 1,
+                "run_id": run_dir.path.name,
+                "spec": {"name": "demo-compile-isolation"},
+                "hypotheses": [h.to_json() for h in HYPS],
+                "hypotheses_sha256": hypotheses_sha256(HYPS),
+                "cells": [{"cell_id": a["cell_id"], "params": a["params"]} for a in attempts],
+                "attempts": attempts,
+            }
+        )
     )
     return run_dir.path
 

@@ -31,6 +31,28 @@ EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
 )
 
 
+# one word for one kind of value, whatever the command: `--runs-dir DIR` everywhere, never RUNS_DIR
+PLACEHOLDERS = {
+    "runs_dir": "DIR",
+    "run_id": "ID",
+    "gpus": "LIST",
+    "parallel": "N",
+    "repeat": "N",
+    "timeout": "D",
+    "grace": "D",
+    "stall": "D",
+    "signatures": "PACK,...",
+    "server": "NAME",
+    "ready": "REGEX",
+    "http": "PATH",
+    "good": "CMD",
+    "bad": "CMD",
+    "good_env": "NAME=VALUE",
+    "bad_env": "NAME=VALUE",
+    "only": "AXIS=LABEL",
+}
+
+
 class ReadableGroup(TyperGroup):
     """The app's command group: every parameter without a metavar of its own gets a plain
     word in capitals (`--run-id RUN_ID`, `SPEC`) instead of a type (`<str>`, `{spec}`),
@@ -122,7 +144,7 @@ def _plain_metavar(param: Any) -> None:
     if choices:
         param.metavar = "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
     else:
-        param.metavar = param.name.upper()
+        param.metavar = PLACEHOLDERS.get(param.name, param.name.upper())
 
 
 def complete_only(ctx: Any, incomplete: str) -> list[str]:

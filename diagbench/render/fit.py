@@ -47,8 +47,10 @@ class Column:
 
 
 def fit(title: str, columns: Sequence[Column], width: int | None) -> RenderableType:
-    """`columns` as a table no wider than `width` (at least MIN_WIDTH; None: unbounded)."""
+    """`columns` as a table no wider than `width` (at least MIN_WIDTH; None: unbounded); a
+    droppable column with nothing in it is left out at any width."""
     room = max(width or 10_000, MIN_WIDTH)
+    columns = [c for c in columns if not c.drop or any(cell.plain for cell in c.cells)]  # an empty one says nothing
     kept = list(columns)
     while not _boxed_fits(kept, room):
         droppable = [c for c in kept if c.drop]
