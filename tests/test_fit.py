@@ -178,3 +178,16 @@ def test_the_interrupt_tally_counts_a_cancelled_launch_as_launched(demo: Path) -
         run_dir.write_result(replace(data, outcome="cancelled", failure_class=None, started_at=started))
     lines = shown(demo, 200).splitlines()
     assert "6 attempts: 4 launched (1 cancelled while it ran), 2 cancelled before launch" in lines
+
+
+def test_plain_lines_break_at_spaces_under_their_indent_and_never_cut_a_word() -> None:
+    from diagbench.render.fit import fit_lines
+
+    line = "    argv: python3 -m server --port {port} " + " ".join(f"--flag-{n}" for n in range(12))
+    path = "/a/" + "x" * 100
+    text = fit_lines(f"title\n{line}\nsee {path}", 80)
+    lines = text.splitlines()
+    assert lines[0] == "title" and lines[1].startswith("    argv: python3")
+    assert all(len(x) <= 80 for x in lines if path not in x) and lines[2].startswith("        --flag")
+    assert f"    {path}" in lines  # too long for any line: whole, on its own (indented)
+    assert text.replace("\n", " ").split() == f"title {line} see {path}".split()  # nothing lost

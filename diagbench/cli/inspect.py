@@ -55,6 +55,7 @@ def plan(
     from diagbench.execute.dryrun import plan_of
     from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
+    from diagbench.render.fit import fit_lines
     from diagbench.render.plan import plan_json, render_plan
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
@@ -69,7 +70,7 @@ def plan(
     if as_json:
         sys.stdout.write(plan_json(planned))
     else:
-        out.print(visible(render_plan(planned)), markup=False, soft_wrap=True)
+        out.print(fit_lines(visible(render_plan(planned)), out.width), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
@@ -227,6 +228,7 @@ def diff(
     from diagbench.judge.view import view_of
     from diagbench.records.store import load_run
     from diagbench.render.diff import diff_json, render_diff
+    from diagbench.render.fit import fit_lines
     from diagbench.render.html_diff import render_diff_html
 
     a = guarded(lambda: view_of(load_run(run_a)))
@@ -234,7 +236,7 @@ def diff(
     changes = diff_runs(a, b)
     chosen = DiffFormat.json if as_json else format
     if chosen is DiffFormat.text:
-        out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
+        out.print(fit_lines(visible(render_diff(a, b, changes)), out.width), markup=False, soft_wrap=True)
     else:
         sys.stdout.write((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted

@@ -158,3 +158,25 @@ def _line(cells: Sequence[Text], widths: Sequence[int], room: int) -> Text:
         line.truncate(room - 1)
         line.append("…")
     return line
+
+
+def fit_lines(text: str, width: int | None) -> str:
+    """Plain text (a plan, a diff) no wider than `width` where it can be: a long line is
+    broken at spaces, its continuation indented under it; a word longer than the line (a
+    path) stays whole on a line of its own, never cut."""
+    room = max(width or 10_000, MIN_WIDTH)
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= room:
+            out.append(line)
+            continue
+        first = " " * (len(line) - len(line.lstrip(" ")))
+        lead, current = first, ""
+        for word in line.strip(" ").split(" "):
+            if current and len(lead) + len(current) + 1 + len(word) > room:
+                out.append(lead + current)
+                lead, current = first + "    ", word
+            else:
+                current = f"{current} {word}" if current else word
+        out.append(lead + current)
+    return "\n".join(out)
