@@ -175,3 +175,14 @@ def test_the_readme_first_screen_demo_runs(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         tables = done.stdout.split("demo-compile-isolation: outcomes", 1)[1]  # progress lines: one each, unwrapped
         assert all(len(line) <= 80 for line in tables.splitlines() if str(tmp_path) not in line), tables
+
+
+def test_every_link_of_the_readme_leads_to_a_file_of_the_repository() -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    local = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert len(local) >= 20
+    assert [link for link in local if not (ROOT / link).is_file()] == []
+
+
+def test_the_readme_fits_on_a_few_screens() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
