@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from conftest import fake_command
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from conftest import diagbench_argv, fake_command, wait_until, write_spec
+from diagbench.launch.process import sweep_tagged
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
@@ -19,3 +25,25 @@ def test_a_server_the_teardown_stopped_has_no_exit_code_of_its_own(runs) -> None
     r = runs.one({"command": fake_command(f"err={OOM}", "hang")})
     assert r.outcome == "failed" and r.exit_code is None and r.signal is None
     assert [k.signal for k in r.killed if k.pid] and r.killed[0].signal == "SIGTERM"
+
+
+def test_an_interrupted_run_counts_what_it_launched_and_what_it_never_did(tmp_path: Path) -> None:
+    spec = write_spec(
+        tmp_path,
+        {"command": fake_command("out=Load weight begin.", "hang"), "ready": {"log": "never"}, "timeout": "90s"},
+        matrix={"n": {"env": "N", "values": ["1", "2", "3"]}},
+    )
+    proc = subprocess.Popen(
+        diagbench_argv("run", str(spec), "--runs-dir", str(tmp_path / "runs")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        run_link = tmp_path / "runs" / "latest"
+        wait_until(lambda: run_link.exists() and sweep_tagged(run_link.resolve()), what="the first launch")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, output
+    assert "3 attempts: 1 launched (1 cancelled while it ran), 2 cancelled before launch" in output
