@@ -27,6 +27,14 @@ Each argument is one action, done in order:
   await=FILE:N         wait (up to 30 s) until FILE holds N start lines: N servers at once
   wait-for=FILE        wait (up to 60 s) until FILE exists: the test says when
   env=NAME             a line "NAME=<its value in this process>" (or "NAME unset") on stdout
+  deadlock             take a lock twice in `load_weights` (blocks forever, no CPU)
+  pipe-read            block in read(2) on a pipe whose write end it keeps and never writes
+  child-deadlock[=VAR] start a Python child that deadlocks (as `deadlock`), then sleep forever;
+                       with VAR, the child's command line carries that variable's value
+  --flag=VALUE         ignored (a server's own option, for the command line)
+  script=A;B;C         the actions A, B, C (one matrix value can carry a whole script)
+  busy=S               burn CPU silently for S seconds (a compile that prints nothing)
+  tick=S:N             N progress lines, S seconds apart (a slow starter)
 """
 
 from __future__ import annotations
@@ -140,6 +148,33 @@ def flood(megabytes: float) -> None:
         written += len(block)
 
 
+def load_weights() -> None:
+    """Deadlocks the way a server does: a lock it already holds, taken again."""
+    weights_lock = threading.Lock()
+    with weights_lock:
+        weights_lock.acquire()
+
+
+def pipe_read() -> None:
+    reader, _writer = os.pipe()  # the write end stays open here: read(2) never returns
+    os.read(reader, 1)
+
+
+def busy(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(range(10_000))
+
+
+def child_deadlock(var: str) -> None:
+    import subprocess
+
+    passed = [f"--token={os.environ[var]}"] if var else []  # a launcher handing a secret down
+    child = subprocess.Popen([sys.executable, __file__, *passed, "out=child up", "deadlock"])
+    write(OUT, f"started child pid={child.pid}\n".encode())
+    sleep_forever()
+
+
 def main(actions: list[str]) -> None:
     for action in actions:
         name, _, arg = action.partition("=")
@@ -214,6 +249,23 @@ def main(actions: list[str]) -> None:
         elif name == "env":
             value = os.environ.get(arg)
             write(OUT, (f"{arg}={value}" if value is not None else f"{arg} unset").encode() + b"\n")
+        elif name == "deadlock":
+            load_weights()
+        elif name == "pipe-read":
+            pipe_read()
+        elif name == "child-deadlock":
+            child_deadlock(arg)
+        elif name == "busy":
+            busy(float(arg))
+        elif name == "tick":
+            every, _, count = arg.partition(":")
+            for i in range(int(count)):
+                write(OUT, f"still loading ({i + 1}/{count})".encode() + b"\n")
+                time.sleep(float(every))
+        elif name.startswith("--"):
+            pass
+        elif name == "script":
+            main(arg.split(";"))
         elif name == "replay":
             with open(arg, "rb") as handle:
                 while block := handle.read(4096):

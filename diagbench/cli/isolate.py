@@ -57,6 +57,9 @@ def isolate(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="list the factors and both commands; launch nothing")
     ] = False,
+    stall: Annotated[
+        str | None, typer.Option(metavar="D", help="end a launch with no log line and no CPU/GPU work for D (45s)")
+    ] = None,
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
@@ -70,6 +73,7 @@ def isolate(
     rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     envs = (good_env or [], bad_env or [])
     problem = guarded(lambda: _problem(spec, good, bad, envs, rules, [n for n, v in given.items() if v]))
+    problem = guarded(lambda: _with_stall(problem, stall))
     commands = {side: _command(problem, side) for side in ("good", "bad")}
     if dry_run:
         out.print(render_factors(problem.space.factors, commands, problem.space.notes, out.width))
@@ -168,6 +172,12 @@ def _problem(
         why = f"the spec's executor: {loaded.executor.resolved_kind} applies to diagbench run"
         err.print(f"diagbench: note: isolate launches on this host ({why})", markup=False)
     return from_spec(loaded, good, bad, rules.timeout, rules.grace)
+
+
+def _with_stall(problem: Problem, stall: str | None) -> Problem:
+    from diagbench.spec.hangopts import with_hang_options
+
+    return dataclasses.replace(problem, spec=with_hang_options(problem.spec, stall, None))
 
 
 def _duration(name: str, value: str | None) -> float | None:

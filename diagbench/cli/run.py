@@ -74,6 +74,13 @@ def run(
     slurm_time: Annotated[
         str | None, typer.Option(metavar="D", help="walltime per job (default: timeout + grace + 2m)")
     ] = None,
+    stall: Annotated[
+        str | None, typer.Option(metavar="D", help="end an attempt with no log line and no CPU/GPU work for D (45s)")
+    ] = None,
+    stacks: Annotated[
+        str | None,
+        typer.Option(metavar="on-timeout|always|never", help="when the tree's stacks are taken (default on-timeout)"),
+    ] = None,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
@@ -83,8 +90,9 @@ def run(
     from diagbench.render.live import Progress
     from diagbench.spec.executor import command_line_executor
     from diagbench.spec.gpus import gpu_request_option
+    from diagbench.spec.hangopts import with_hang_options
 
-    loaded_spec = guarded(lambda: _spec_to_run(spec, resume))
+    loaded_spec = guarded(lambda: with_hang_options(_spec_to_run(spec, resume), stall, stacks))
     if run_id is not None:
         guarded(lambda: check_run_id(run_id))
     if junit is not None:

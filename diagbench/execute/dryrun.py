@@ -36,6 +36,8 @@ def plan_of(
         timeout_s=s.timeout,
         grace_s=s.grace,
         fresh_caches=tuple(s.fresh_caches),
+        stall_s=s.stall,
+        stacks="faulthandler" if s.faulthandler else s.stacks,
         cells=tuple(
             CellPlan(
                 index=cell.index,

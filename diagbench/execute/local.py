@@ -66,6 +66,7 @@ class LocalExecutor:
             cancel.read_fd,
             events.on_phase,
             hurry=cancel.urgent,
+            gpu_indices=watched if slot.gpus and watched else (),  # its GPUs' activity counts as work
         )
         if gpu_info is not None:
             after = gpu.memory_used_mib()

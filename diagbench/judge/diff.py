@@ -72,6 +72,7 @@ class Changes:
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # hypothesis, before, after
     warnings: list[str] = field(default_factory=list)  # the runs are not of one experiment, as far as we can tell
     unchanged: list[tuple[str, CellState]] = field(default_factory=list)
+    hang_sites: list[tuple[str, str, str]] = field(default_factory=list)  # cell, sites before, sites after
 
     @property
     def regressions(self) -> int:
@@ -96,12 +97,28 @@ def diff_runs(a: RunView, b: RunView) -> Changes:
             changes.unchanged.append((cell, new))
         else:
             changes.cells.append(CellChange(cell, old, new))
+    changes.hang_sites = _hang_site_changes(a.records, b.records)
     old_v = {v.id: v.verdict.value for v in a.verdicts}
     new_v = {v.id: v.verdict.value for v in b.verdicts}
     for hid in sorted(set(old_v) | set(new_v)):
         if old_v.get(hid) != new_v.get(hid):
             changes.verdicts.append((hid, old_v.get(hid, "absent"), new_v.get(hid, "absent")))
     return changes
+
+
+def hang_sites(records: Sequence[AttemptRecord]) -> dict[str, str]:
+    """Per cell, where its hung attempts waited (`a; b` when they differ); cells without stacks left out."""
+    found: dict[str, list[str]] = {}
+    for r in records:
+        if r.hang is not None:
+            found.setdefault(r.cell_id, []).append(str(r.hang.get("site") or "?"))
+    return {cell: "; ".join(dict.fromkeys(sites)) for cell, sites in found.items()}
+
+
+def _hang_site_changes(a: Sequence[AttemptRecord], b: Sequence[AttemptRecord]) -> list[tuple[str, str, str]]:
+    """Cells that hung in both runs, somewhere else the second time."""
+    before, after = hang_sites(a), hang_sites(b)
+    return [(c, before[c], after[c]) for c in sorted(set(before) & set(after)) if before[c] != after[c]]
 
 
 def _same(old: CellState, new: CellState) -> bool:

@@ -3,6 +3,7 @@ against the manifest's own (pre-registered) copy of the hypotheses."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ class RunView:
     unreadable: list[Unreadable] = field(default_factory=list)
     plan_unreadable: bool = False  # the manifest's `attempts` (the plan) could not be read whole
     redactor: Redactor = field(default_factory=Redactor)  # for log lines a report reads itself (HTML context)
+    timeout_s: float | None = None  # server.timeout of the run (what a stall saved is counted against)
 
     @property
     def nothing_started(self) -> bool:
@@ -83,7 +85,14 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
         unreadable=[*loaded.unreadable, *(Unreadable(where, p.why) for p in manifest.problems)],
         plan_unreadable=manifest.failed("attempts"),
         redactor=redactor,
+        timeout_s=_timeout(manifest.spec),
     )
+
+
+def _timeout(spec: Mapping[str, Any]) -> float | None:
+    server = spec.get("server")
+    value = server.get("timeout_s") if isinstance(server, Mapping) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:

@@ -6,8 +6,8 @@ import contextlib
 import selectors
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.caches import compile_caches
 from diagbench.launch.command import build_command, build_env, probe_url
 from diagbench.launch.deaths import Death, Descendants
+from diagbench.launch.hang import HangCheck, faulthandler_env
 from diagbench.launch.logfile import CappedLog, LogStats
 from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import Readiness
@@ -26,7 +27,7 @@ from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.watch import Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
-from diagbench.records.redact import redact, redact_argv
+from diagbench.records.redact import redact, redact_argv, server_redactor
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import timeout_hint
@@ -113,15 +114,19 @@ def run_attempt(
     cancel_fd: int,
     on_phase: PhaseCallback,
     hurry: threading.Event | None = None,
+    gpu_indices: Sequence[int] = (),
 ) -> AttemptRecord:
     """Launch one attempt and return its record (not yet written). `scanner` is this
-    attempt's own (see Scanner.fork); `hurry` cuts the teardown's grace short.
+    attempt's own (see Scanner.fork); `hurry` cuts the teardown's grace short;
+    `gpu_indices` (host indices) are the GPUs whose activity counts as work for server.stall.
     Raises WriteError, after teardown, when server.log could not be written."""
     port_label = f"attempt {planned.name} of {tag.run_dir}"
     with compile_caches(server.fresh_caches, tag.owner) as caches, lease_port(server.port, port_label) as lease:
         t0 = time.monotonic()
         argv = build_command(server, planned.cell, lease.port)
         env, changes = build_env(server, planned.cell, lease.port, tag, caches)
+        extra = faulthandler_env(server, folder, env.get("PYTHONPATH"))
+        env, changes = {**env, **extra}, {**changes, **extra}
         base = _record_start(planned, argv, changes)
         if lease.holder is not None:
             reason = f"port {lease.port} is already in use by {lease.holder} (stop it, or set server.port: auto)"
@@ -139,7 +144,9 @@ def run_attempt(
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
             reader = _Reader(proc, log, scanner, watch)
-            decision, teardown = _supervise(proc, reader, server, lease.port, cancel_fd, planned, on_phase, hurry)
+            hang = HangCheck(server, proc.pid, gpu_indices, folder, t0)
+            supervisor = _Supervisor(server, lease.port, cancel_fd, planned, on_phase, hurry, hang)
+            decision, teardown = supervisor.supervise(proc, reader)
         finally:
             stats = log.close()
         if log.error is not None:
@@ -148,7 +155,7 @@ def run_attempt(
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
-        return replace(record, phases=_timeline(watch.phases, t0, decision.at))
+        return replace(record, phases=_timeline(watch.phases, t0, decision.at), **hang.fields())
 
 
 def _timeline(phases: list[PhaseEntered], t0: float, decided: float) -> list[PhaseChange]:
@@ -180,38 +187,45 @@ def _ready_rule(server: ServerSpec) -> ReadyRule:
     )
 
 
-def _supervise(
-    proc: ServerProcess,
-    reader: _Reader,
-    server: ServerSpec,
-    port: int,
-    cancel_fd: int,
-    planned: PlannedAttempt,
-    on_phase: PhaseCallback,
-    hurry: threading.Event | None,
-) -> tuple[Decision, Teardown]:
-    """Watch the server until decided, then stop its whole tree, whatever happened."""
-    request = server.ready_request
-    readiness = Readiness(
-        probe_url(server.ready_http, port) if server.ready_http else None,
-        request,
-        probe_url(request.path, port) if request else None,
-    )
-    try:
-        readiness.start()
-        decision = _watch(proc, reader, reader.watch, readiness, cancel_fd, planned, on_phase)
-        if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
-            decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
-        hint = timeout_hint(reader.last_line, server.ready_log, server.ready_http)
-        if decision.outcome is Outcome.TIMEOUT and not decision.evidence and hint:
-            decision = replace(decision, reason=f"{decision.reason}; {hint}")
-        reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
-    finally:
-        teardown = stop_tree(proc, server.grace, hurry)
-        _drain(reader)
-        proc.close()
-        readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
-    return decision, teardown
+@dataclass(frozen=True)
+class _Supervisor:
+    """What watching one attempt needs besides the process and its reader."""
+
+    server: ServerSpec
+    port: int
+    cancel_fd: int
+    planned: PlannedAttempt
+    on_phase: PhaseCallback
+    hurry: threading.Event | None
+    hang: HangCheck
+
+    def supervise(self, proc: ServerProcess, reader: _Reader) -> tuple[Decision, Teardown]:
+        """Watch the server until decided, then (stacks first, if hung) stop its whole tree,
+        whatever happened."""
+        server, port = self.server, self.port
+        request = server.ready_request
+        readiness = Readiness(
+            probe_url(server.ready_http, port) if server.ready_http else None,
+            request,
+            probe_url(request.path, port) if request else None,
+        )
+        try:
+            readiness.start()
+            decision = _watch(proc, reader, readiness, self)
+            if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
+                decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
+            hint = timeout_hint(reader.last_line, server.ready_log, server.ready_http)
+            if decision.outcome is Outcome.TIMEOUT and not decision.evidence and hint:
+                decision = replace(decision, reason=f"{decision.reason}; {hint}")
+            reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
+            redactor = server_redactor(server, [self.planned.cell.env], [self.planned.cell.args])
+            self.hang.take(proc, decision, redactor)  # before teardown: the tree as it hung
+        finally:
+            teardown = stop_tree(proc, server.grace, self.hurry)
+            _drain(reader)
+            proc.close()
+            readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
+        return decision, teardown
 
 
 def _record(
@@ -249,23 +263,16 @@ def _record(
     )
 
 
-def _watch(
-    proc: ServerProcess,
-    reader: _Reader,
-    watch: Watch,
-    readiness: Readiness,
-    cancel_fd: int,
-    planned: PlannedAttempt,
-    on_phase: PhaseCallback,
-) -> Decision:
+def _watch(proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Supervisor) -> Decision:
     """Wait on the pipe, the exit descriptor, the probes, the cancel pipe and the workers'
-    pidfds; never sleep-poll."""
+    pidfds; never sleep-poll (the stall check rides on the same wake-ups, with its own)."""
+    watch, hang, planned = reader.watch, sup.hang, sup.planned
     descendants = Descendants(proc.pid)
-    sel = _selector(proc, readiness, cancel_fd)
+    sel = _selector(proc, readiness, sup.cancel_fd)
     told = 0  # the phase changes passed on so far
     with sel, contextlib.closing(descendants):
         while watch.decision is None:
-            wake = watch.wakeup()
+            wake = _earliest(watch.wakeup(), hang.wakeup())
             timeout = None if wake is None else max(0.0, wake - time.monotonic())
             if proc.exit_fd is None:  # no pidfd on this platform: look at the exit now and then
                 timeout = 0.05 if timeout is None else min(timeout, 0.05)
@@ -290,13 +297,19 @@ def _watch(
                 reader.pump(reads=EXIT_DRAIN_READS)  # what it wrote before dying is already in the pipe
                 watch.exited(code, time.monotonic())
             watch.tick(time.monotonic())
+            hang.check(watch, reader.bytes, time.monotonic())
             if watch.wants_request:
                 readiness.send_request()
             for change in watch.phases[told:]:  # every change, several arrive in one read
-                on_phase(planned, change.name)
+                sup.on_phase(planned, change.name)
             told = len(watch.phases)
     assert watch.decision is not None
     return watch.decision
+
+
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 def _selector(proc: ServerProcess, readiness: Readiness, cancel_fd: int) -> selectors.BaseSelector:

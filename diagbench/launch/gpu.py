@@ -295,3 +295,40 @@ def wait_for_baseline(
 def pick(values: list[int], indices: Sequence[int] | None) -> list[int]:
     """The readings of the GPUs at `indices` (all of them for None)."""
     return list(values) if indices is None else [values[i] for i in indices if i < len(values)]
+
+
+# -- activity (stall detection, hang stacks) -----------------------------------------------
+
+
+def activity(indices: Sequence[int]) -> list[tuple[int, int]] | None:
+    """(utilisation %, used MiB) of the GPUs at host `indices`, through NVML only (nvidia-smi
+    is too slow to call every second); None where NVML does not answer."""
+    found = _nvml(lambda nv, h: (int(nv.nvmlDeviceGetUtilizationRates(h).gpu), int(nv.nvmlDeviceGetMemoryInfo(h).used)))
+    if found is None:
+        return None
+    return [(util, used // (1 << 20)) for i, (util, used) in enumerate(found) if i in indices]
+
+
+def process_usage() -> dict[int, list[str]] | None:
+    """Per pid, what NVML says it holds on each GPU ("GPU 0: 1234 MiB, 87% SM"); None without NVML."""
+    found = _nvml(_process_lines)
+    if found is None:
+        return None
+    usage: dict[int, list[str]] = {}
+    for index, lines in enumerate(found):
+        for pid, text in lines:
+            usage.setdefault(pid, []).append(f"GPU {index}: {text}")
+    return usage
+
+
+def _process_lines(nv: Any, handle: Any) -> list[tuple[int, str]]:
+    sm: dict[int, int] = {}
+    with contextlib.suppress(Exception):  # no samples yet is an NVML error of its own
+        sm = {s.pid: int(s.smUtil) for s in nv.nvmlDeviceGetProcessUtilization(handle, 0)}
+    lines = []
+    for proc in nv.nvmlDeviceGetComputeRunningProcesses(handle):
+        used = proc.usedGpuMemory
+        mib = "?" if used is None else str(int(used) // (1 << 20))
+        util = f", {sm[proc.pid]}% SM" if proc.pid in sm else ""
+        lines.append((int(proc.pid), f"{mib} MiB{util}"))
+    return lines

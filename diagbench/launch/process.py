@@ -163,7 +163,7 @@ class Teardown:
 def stop_tree(server: ServerProcess, grace: float, hurry: threading.Event | None = None) -> Teardown:
     """SIGTERM the group and every tagged process, wait `grace` on one shared deadline
     (cut short when `hurry` is set), SIGKILL the survivors, and confirm none is left."""
-    report = stop_processes(lambda: _members(server), lambda: [server.pid], grace, hurry)
+    report = stop_processes(lambda: members(server), lambda: [server.pid], grace, hurry)
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.popen.wait(timeout=KILL_CONFIRM_S)  # reap the main process
     return report
@@ -227,7 +227,7 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
-def _members(server: ServerProcess) -> list[psutil.Process]:
+def members(server: ServerProcess) -> list[psutil.Process]:
     """The live processes of this launch: the main one, its descendants, its group, its tag."""
     found: dict[int, psutil.Process] = {}
     with contextlib.suppress(psutil.Error):

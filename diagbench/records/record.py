@@ -72,6 +72,9 @@ class AttemptRecord:
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
     executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
+    stalled: bool = False  # ended early by server.stall: no log line and no work for that long
+    stalled_after_s: float | None = None  # the quiet seconds when the stall was decided
+    hang: dict[str, Any] | None = None  # {pid, name, thread, frames, site, files, notes}; null unless stacks were taken
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

@@ -258,6 +258,7 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         env_changes=redactor.env(record.env_changes),
         reason=redactor.log(record.reason),
         evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
+        hang=redactor.deep(record.hang) if record.hang else None,  # frames and notes can carry argv
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from diagbench.refserver import kernel
+from diagbench.refserver import hang, kernel
 from diagbench.refserver.model import TinyDecoder
 
 GIB = 1 << 30
@@ -66,7 +66,7 @@ class Engine:
         torch.cuda.current_stream(self.device).wait_stream(side)
         torch.cuda.synchronize(self.device)
 
-    def capture(self, sizes: list[int], warmup: str) -> None:
+    def capture(self, sizes: list[int], warmup: str, hang_mode: str | None = None) -> None:
         start = time.perf_counter()
         log(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail_gb(self.device):.2f} GB")
         log(f"Capture cuda graph bs {sizes}")
@@ -85,6 +85,8 @@ class Engine:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, stream=stream):
                 out = self.forward(self.tokens[:bs], self.pos[:bs])
+                if hang_mode and done == min(1, len(sizes) - 1):  # a host-side wait while the capture is open
+                    hang.hang(hang_mode, bs)
             self.graphs[bs] = (graph, out)
         torch.cuda.synchronize(self.device)
         sys.stderr.write("\n")
@@ -176,6 +178,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--device", default="auto", help="auto, cuda or cpu")
+    p.add_argument(
+        "--hang-in-capture",
+        choices=hang.MODES,
+        default=os.environ.get("REFSERVER_HANG_IN_CAPTURE") or None,  # an env axis can set it too
+        help="hang on the host inside the second batch size's capture: on a queue, or joining a helper process",
+    )
     return p.parse_args(argv)
 
 
@@ -232,12 +240,15 @@ def build(args: argparse.Namespace) -> tuple[Engine, torch.device]:
 
 
 def capture_or_explain(engine: Engine, device: torch.device, args: argparse.Namespace) -> None:
+    if args.hang_in_capture and device.type != "cuda":  # the same wait, where the capture would be
+        log("refserver: no GPU: --hang-in-capture hangs where the capture would begin")
+        hang.hang(args.hang_in_capture, 1)
     if args.disable_cuda_graph or device.type != "cuda":
         log("refserver: CUDA graphs disabled" + ("" if device.type == "cuda" else " (no GPU)"))
         return
     with torch.inference_mode():
         try:
-            engine.capture(batch_sizes(args.cuda_graph_max_bs), args.warmup)
+            engine.capture(batch_sizes(args.cuda_graph_max_bs), args.warmup, args.hang_in_capture)
         except RuntimeError as exc:  # SGLang's CudaGraphRunner wraps capture the same way
             sys.stderr.write("\n")
             raise Exception(f"Capture cuda graph failed: {exc}\n{CAPTURE_FAILED_ADVICE}") from exc

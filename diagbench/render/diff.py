@@ -11,11 +11,13 @@ from diagbench.judge.view import RunView
 
 def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
     lines = [f"{a.run_id} -> {b.run_id}", *(f"warning: {w}" for w in changes.warnings)]
-    if not changes.cells and not changes.verdicts:
+    if not changes.cells and not changes.verdicts and not changes.hang_sites:
         return "\n".join([*lines, "no change in outcomes or verdicts"])
     for c in changes.cells:
         mark = "REGRESSION " if c.regression else ""
         lines.append(f"  {mark}cell {c.cell_id}: {c.before.words} -> {c.after.words}")
+    for cell, old_site, new_site in changes.hang_sites:
+        lines.append(f"  cell {cell}: hung at {old_site} -> hung at {new_site}")
     for hid, old, new in changes.verdicts:
         lines.append(f"  hypothesis {hid}: {old} -> {new}")
     lines.append(f"{changes.regressions} regression(s)")
@@ -30,6 +32,7 @@ def diff_json(a: RunView, b: RunView, changes: Changes) -> str:
         "regressions": changes.regressions,
         "cells": [c.to_json() for c in changes.cells],
         "verdicts": [{"id": h, "before": old, "after": new} for h, old, new in changes.verdicts],
+        "hang_sites": [{"cell_id": c, "before": old, "after": new} for c, old, new in changes.hang_sites],
         "unchanged": [{"cell_id": cell, **state.to_json()} for cell, state in changes.unchanged],
     }
     return json.dumps(data, indent=2) + "\n"

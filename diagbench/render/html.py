@@ -17,6 +17,7 @@ from diagbench.judge.view import RunView
 from diagbench.logs.classify import context
 from diagbench.records.record import AttemptRecord
 from diagbench.render.grid import Grid, GridCell, build_grid, spans
+from diagbench.render.hangs import hangs_html, outcome_words
 from diagbench.render.htmlkit import Html, breakable, el, page
 from diagbench.render.timeline import Scale, bar, scale_for
 from diagbench.vocab import Outcome
@@ -35,6 +36,7 @@ def render_html(view: RunView, sections: Sequence[Html] = ()) -> str:
         _hypotheses(view),
         _matrix(build_grid(view.planned, view.records)),
         _timeline(view),
+        hangs_html(view),
         _facts(view),
     )
 
@@ -246,7 +248,12 @@ def _attempt_row(view: RunView, r: AttemptRecord, scale: Scale) -> Html:
         {"title": _deciding(r)},
         el("span", {"class": "who"}, el("span", {"class": "cell-id"}, breakable(r.cell_id)), f" r{r.repeat}"),
         bar(r, scale) if r.outcome.ran else el("span", {"class": "notrun"}, r.reason),
-        el("span", {"class": f"label o-{r.outcome.value}"}, breakable(r.label, ":"), el("small", None, seconds)),
+        el(
+            "span",
+            {"class": f"label o-{r.outcome.value}"},
+            breakable(outcome_words(r, short=True), ":"),
+            el("small", None, seconds),
+        ),
     )
     return el("details", {"class": f"attempt o-{r.outcome.value}", "id": f"a-{r.attempt}"}, summary, _detail(view, r))
 

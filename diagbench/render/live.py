@@ -28,6 +28,7 @@ from rich.text import Text
 from diagbench.execute.slots import Slot
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
+from diagbench.render.hangs import outcome_words
 from diagbench.render.report import OUTCOME_STYLE, deciding_line
 from diagbench.render.text import visible
 from diagbench.spec.plan import PlannedAttempt
@@ -244,7 +245,7 @@ class Progress:
         cells = [Text(row.params.get(a, "")) for a in axes] + ([Text(str(row.repeat))] if self.repeats else [])
         if row.record is not None:
             r = row.record
-            cells.append(Text(visible(r.label), style=OUTCOME_STYLE.get(r.outcome, "")))
+            cells.append(Text(visible(outcome_words(r, short=True)), style=OUTCOME_STYLE.get(r.outcome, "")))
             timing = duration(r.time_to_outcome_s) if r.time_to_outcome_s is not None else "-"
             left = ""
         else:
@@ -261,7 +262,7 @@ def ended(r: AttemptRecord) -> str:
     if not r.outcome.ran:
         return f"{r.label}: {r.reason}" if r.reason else r.label
     seconds = f" after {duration(r.time_to_outcome_s)}" if r.time_to_outcome_s is not None else ""
-    return f"{r.label}{seconds}: {deciding_line(r)}"
+    return f"{visible(outcome_words(r))}{seconds}: {deciding_line(r)}"
 
 
 def _fold(finished: list[_Row], room: int) -> tuple[list[_Row], list[_Row]]:

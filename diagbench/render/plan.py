@@ -24,6 +24,8 @@ def render_plan(plan: Plan) -> str:
             if plan.fresh_caches
             else "shared between cells (server.fresh_caches: true isolates them)"
         ),
+        f"stall: {_stall_words(plan.stall_s)}",
+        f"stacks: {_stacks_words(plan.stacks)}",
     ]
     lines += [f"warning: {w}" for w in plan.warnings]
     if plan.slots is not None:
@@ -68,6 +70,9 @@ def plan_json(plan: Plan) -> str:
         "timeout_s": plan.timeout_s,
         "grace_s": plan.grace_s,
         "fresh_caches": list(plan.fresh_caches),
+        "stall_s": plan.stall_s,
+        "stall_rule": _stall_words(plan.stall_s) if plan.stall_s else None,
+        "stacks": plan.stacks,
         "slots": plan.slots,
         "cells": [
             {
@@ -98,6 +103,23 @@ def _ready(plan: Plan) -> str:
     )
     ready = ready or "a ready line of the packs " + ", ".join(plan.packs)
     return ready + (f", then {plan.ready_request}" if plan.ready_request else "")
+
+
+def _stall_words(stall: float | None) -> str:
+    from diagbench.launch.stall import rule_words
+
+    return rule_words(stall) if stall else "off (server.stall or --stall D ends a silent, idle attempt early)"
+
+
+def _stacks_words(stacks: str) -> str:
+    words = {
+        "on-timeout": "every process of the tree, before teardown, on a timeout or stall",
+        "always": "every process of the tree, before teardown, on a timeout, stall or undecided failure",
+        "never": "not taken",
+        "faulthandler": "every process of the tree, before teardown, on a timeout or stall; "
+        "Python servers also dump their own on SIGUSR2 (faulthandler)",
+    }
+    return words.get(stacks, stacks)
 
 
 def _joined(argv: Sequence[str]) -> str:

@@ -17,6 +17,7 @@ from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.render.fit import Column, fit
+from diagbench.render.hangs import hangs_markdown, outcome_words, saved_words
 from diagbench.render.text import visible
 from diagbench.vocab import VerdictWord
 
@@ -127,7 +128,9 @@ def _outcomes_table(view: RunView, width: int | None) -> RenderableType:
         one_set = len({_gpus(r) for r in records}) == 1
         columns.append(Column("gpus", [Text(_gpus(r)) for r in records], drop=4 if one_set else 2))
     columns += [
-        Column("outcome", [Text(r.label, style=OUTCOME_STYLE.get(r.outcome, "")) for r in records]),
+        Column(
+            "outcome", [Text(outcome_words(r, short=True), style=OUTCOME_STYLE.get(r.outcome, "")) for r in records]
+        ),
         Column("phase", [_text(r.phase or "") for r in records], drop=1),
         Column("time", [Text(_seconds(r)) for r in records], drop=3),
         Column(
@@ -138,6 +141,10 @@ def _outcomes_table(view: RunView, width: int | None) -> RenderableType:
         ),
     ]
     return fit(title, columns, width)
+
+
+def _outcome(r: AttemptRecord) -> Text:
+    return Text(outcome_words(r, short=True), style=OUTCOME_STYLE.get(r.outcome, ""))
 
 
 def _seconds(r: AttemptRecord) -> str:
@@ -176,6 +183,8 @@ def footer(view: RunView) -> list[str]:
     tally = _tally(view)
     if tally:
         lines.append(tally)
+    if saved := saved_words(view.records, view.timeout_s):
+        lines.append(saved)
     if view.verdicts:  # no hypotheses: no pre-registration to vouch for
         check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
         lines.append(f"hypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})")
@@ -210,6 +219,9 @@ def render_markdown(view: RunView, sections: Sequence[str] = ()) -> str:
     tally = _tally(view)
     if tally:
         out += [tally, ""]
+    if saved := saved_words(view.records, view.timeout_s):
+        out += [saved, ""]
+    out += hangs_markdown(view)
     for violation in view.violations:
         out.append(
             f"- **expect #{violation.expectation + 1} violated**: `{violation.cell_id}` wanted "
@@ -236,7 +248,8 @@ def _markdown_cells(view: RunView) -> list[str]:
         seconds = f"{r.time_to_outcome_s:.2f} s" if r.time_to_outcome_s is not None else ""
         gpus = f" {_gpus(r)} |" if with_gpus else ""
         phase = _md(r.phase or "")
-        out.append(f"| `{r.cell_id}` | {r.repeat} |{gpus} {r.label} | {phase} | {seconds} | {_md(deciding_line(r))} |")
+        label = _md(outcome_words(r))
+        out.append(f"| `{r.cell_id}` | {r.repeat} |{gpus} {label} | {phase} | {seconds} | {_md(deciding_line(r))} |")
     out.append("")
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -28,11 +29,13 @@ _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meanin
 
 @dataclass(frozen=True)
 class Condition:
-    """An outcome, optionally narrowed to a failure class: `failed:oom`; or `not_ready`, any
-    outcome of a launch that did not come up (failed, crashed, timeout, launch_error)."""
+    """An outcome, optionally narrowed to a failure class (`failed:oom`) and to where its
+    stacks say it hung (`timeout@nccl*`: a glob on result.json's `hang.site`); or `not_ready`,
+    any outcome of a launch that did not come up (failed, crashed, timeout, launch_error)."""
 
     outcome: Outcome | str  # an Outcome, or NOT_READY
     failure_class: FailureClass | None = None
+    hang_site: str | None = None
 
     def __post_init__(self) -> None:
         if self.outcome != NOT_READY:
@@ -42,13 +45,24 @@ class Condition:
 
     def holds(self, record: Ended) -> bool:
         if self.outcome == NOT_READY:
-            return record.outcome in NOT_READY_OUTCOMES
-        if record.outcome != self.outcome:
+            if record.outcome not in NOT_READY_OUTCOMES:
+                return False
+        elif record.outcome != self.outcome:
             return False
-        return self.failure_class is None or self.failure_class == record.failure_class
+        if self.failure_class is not None and self.failure_class != record.failure_class:
+            return False
+        return self.hang_site is None or fnmatch.fnmatchcase(_site(record), self.hang_site)
 
     def __str__(self) -> str:
-        return outcome_label(self.outcome, self.failure_class)
+        label = outcome_label(self.outcome, self.failure_class)
+        return f"{label}@{self.hang_site}" if self.hang_site is not None else label
+
+
+def _site(record: Ended) -> str:
+    """The record's hang site ("" when no stacks were taken: no glob but `*` matches it)."""
+    hang = getattr(record, "hang", None)  # records have it; a probe's result has none
+    site = hang.get("site") if isinstance(hang, Mapping) else None
+    return site if isinstance(site, str) else ""
 
 
 @dataclass(frozen=True)
@@ -102,11 +116,12 @@ class Expectation:
 
 
 def _condition_of(text: str) -> Condition:
-    outcome, _, cls = _string(text).partition(":")
+    label, at, site = _string(text).partition("@")
+    outcome, _, cls = label.partition(":")
     failure_class = FailureClass.of(cls) if cls else None
     if cls and failure_class is None:
         raise ValueError(f"unknown failure class {cls!r}")
-    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class, site if at else None)
 
 
 def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -140,7 +155,9 @@ def parse_conditions(src: Src) -> tuple[Condition, ...]:
 
 
 def _condition(item: Src) -> Condition:
-    text = item.string("an outcome")
+    text, at, site = item.string("an outcome").partition("@")
+    if at and not site.strip():
+        raise item.error(f"'{text}@' names no hang site", f"e.g. {text}@nccl*, a glob on result.json's hang.site")
     outcome, _, cls = text.partition(":")
     if outcome not in CONDITION_OUTCOMES:
         raise item.error(f"unknown outcome '{outcome}'", suggest(outcome, CONDITION_OUTCOMES))
@@ -149,7 +166,7 @@ def _condition(item: Src) -> Condition:
         raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
     if cls and outcome != Outcome.FAILED.value:
         raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class, site if at else None)
 
 
 def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:

@@ -48,7 +48,11 @@ _SERVER_KEYS = (
     "max_log",
     "gpus",
     "kind",
+    "stall",
+    "stacks",
 )
+STACKS_DEFAULT = "on-timeout"
+STACKS_WHEN = ("on-timeout", "always", "never")
 T = TypeVar("T")
 F = TypeVar("F")
 # compile caches that carry kernels (and their autotune results) from one launch to the next
@@ -74,6 +78,9 @@ class ServerSpec:
     gpus: int | None = None  # GPUs per attempt; None: 1 where GPUs are handed out, else 0
     kind: str | None = None  # which server this is (vllm, sglang, ...): its own ready lines decide
     ready_request: ReadyRequest | None = None  # must succeed before ready (a one-token completion)
+    stall: float | None = None  # no log line and no work in the tree for this long: a stalled timeout
+    stacks: str = STACKS_DEFAULT  # when the tree's stacks are taken: on-timeout | always | never
+    faulthandler: bool = False  # Python servers dump their own stacks on SIGUSR2 (server.stacks: faulthandler)
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,8 @@ class Spec:
                 "max_log": s.max_log,
                 "gpus": s.gpus,
                 "kind": s.kind,
+                "stall_s": s.stall,
+                "stacks": "faulthandler" if s.faulthandler else s.stacks,
             },
             "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
@@ -217,9 +226,26 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         gpus=get("gpus", parse_gpus_per_attempt, None),
         kind=kind,
         ready_request=ready.request,
+        stall=get("stall", Src.duration, None),
+        stacks=_stacks_when(get("stacks", _parse_stacks, STACKS_DEFAULT)),
+        faulthandler=get("stacks", _parse_stacks, "") == "faulthandler",
     )
     src.sink.settle(mark)
     return server
+
+
+def _parse_stacks(src: Src) -> str:
+    """server.stacks: when stacks are taken (on-timeout, always, never), or faulthandler
+    (on timeout, and Python servers also dump their own stacks on a signal)."""
+    word = src.string()
+    if word not in (*STACKS_WHEN, "faulthandler"):
+        words = [*STACKS_WHEN, "faulthandler"]
+        raise src.error(f"expected one of {', '.join(words)}, got {word!r}", suggest(word, words))
+    return word
+
+
+def _stacks_when(word: str) -> str:
+    return STACKS_DEFAULT if word == "faulthandler" else word
 
 
 def _check_ready_condition(src: Src, signatures: list[Signature], kind: str | None) -> None:

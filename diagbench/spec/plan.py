@@ -78,4 +78,6 @@ class Plan:
     slots: str | None = None  # the slots, in words (none: not resolved)
     gpus_in_use: bool = False
     launch_order: tuple[OrderedAttempt, ...] | None = None  # with --stop-when-decided only
+    stall_s: float | None = None  # server.stall (or --stall)
+    stacks: str = "on-timeout"  # when stacks are taken, or faulthandler
     warnings: tuple[str, ...] = ()  # what the spec likely gets wrong (no ready rule a server of unknown kind prints)

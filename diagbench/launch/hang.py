@@ -1,0 +1,91 @@
+"""One attempt's hang handling: end it early when it stalls, and take its tree's stacks
+before teardown when it timed out or stalled (or, with `--stacks always`, failed with no
+deciding line)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from diagbench.launch.hangsite import summarise
+from diagbench.launch.process import ServerProcess, members
+from diagbench.launch.stacks import take_stacks
+from diagbench.launch.stall import StallWatch
+from diagbench.logs.decision import Decision
+from diagbench.logs.watch import Watch
+from diagbench.records.redact import Redactor
+from diagbench.spec.load import ServerSpec
+from diagbench.vocab import Outcome
+
+STACKS_FOLDER = "stacks"
+FAULTHANDLER_VAR = "DIAGBENCH_FAULTHANDLER_DIR"
+SITE_DIR = Path(__file__).resolve().parent / "faulthandler_site"
+
+
+def faulthandler_env(server: ServerSpec, folder: Path, inherited: str | None) -> dict[str, str]:
+    """The environment changes `server.stacks: faulthandler` asks for (recorded in env_changes):
+    diagbench's sitecustomize first on PYTHONPATH, and where it writes."""
+    if not server.faulthandler:
+        return {}
+    target = folder / STACKS_FOLDER / "faulthandler"
+    target.mkdir(parents=True, exist_ok=True)
+    path = str(SITE_DIR) + (f":{inherited}" if inherited else "")
+    return {"PYTHONPATH": path, FAULTHANDLER_VAR: str(target), "PYTHONFAULTHANDLER": "1"}
+
+
+class HangCheck:
+    """The stall rule on the attempt's wake-ups, and the stacks before teardown."""
+
+    def __init__(self, server: ServerSpec, pid: int, gpu_indices: Sequence[int], folder: Path, now: float):
+        self.server, self.folder = server, folder
+        self.stall = StallWatch(pid, server.stall, gpu_indices, now) if server.stall else None
+        self.stalled_after_s: float | None = None
+        self.hang: dict[str, Any] | None = None
+
+    def wakeup(self) -> float | None:
+        return self.stall.next_check if self.stall else None
+
+    def check(self, watch: Watch, log_bytes: int, now: float) -> None:
+        """End the watch as a stalled timeout once the tree has been quiet for `server.stall`."""
+        if self.stall is None or watch.decision is not None:
+            return
+        quiet = self.stall.quiet_for(now, log_bytes)
+        if quiet is None:
+            return
+        self.stalled_after_s = round(quiet, 3)
+        where = f" in {watch.phase}" if watch.phase else ""
+        work = "CPU or GPU" if self.stall.gpu_indices else "CPU"  # GPUs count only where they were handed out
+        reason = f"stalled {quiet:.0f}s{where}: no new log line, no {work} work in the tree"
+        watch.stop(Outcome.TIMEOUT, reason, now)
+
+    def wants_stacks(self, decision: Decision) -> bool:
+        when = self.server.stacks
+        if when == "never" or decision.outcome is Outcome.CANCELLED:
+            return False
+        if decision.outcome is Outcome.TIMEOUT:
+            return True
+        undecided = decision.outcome in (Outcome.FAILED, Outcome.CRASHED) and decision.signature is None
+        return when == "always" and undecided
+
+    def take(self, proc: ServerProcess, decision: Decision, redactor: Redactor) -> None:
+        """Stacks of every live process of the tree, before the first signal."""
+        if not self.wants_stacks(decision):
+            return
+        started = time.monotonic()
+        fh_dir = self.folder / STACKS_FOLDER / "faulthandler" if self.server.faulthandler else None
+        try:
+            taken = take_stacks(members(proc), self.folder / STACKS_FOLDER, redactor, fh_dir)
+        except OSError as exc:  # the disk, not the server: the attempt's outcome stands, its stacks are lost
+            why = redactor.log(f"stacks could not be written: {exc}")
+            self.hang = {"pid": proc.pid, "name": "?", "thread": None, "frames": [], "site": None, "notes": [why]}
+            return
+        hang = summarise(taken, STACKS_FOLDER)
+        if hang is not None:
+            hang["taken_s"] = round(time.monotonic() - started, 3)
+            self.hang = redactor.deep(hang)
+
+    def fields(self) -> dict[str, Any]:
+        """The record's `stalled`, `stalled_after_s` and `hang`."""
+        return {"stalled": self.stalled_after_s is not None, "stalled_after_s": self.stalled_after_s, "hang": self.hang}
