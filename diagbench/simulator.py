@@ -7,6 +7,11 @@ to the seed's factors the way the seed's stack did, with timings scaled to secon
   --enable-torch-compile           capture fails with the StreamCapture error, either kernel
   TORCHINDUCTOR_CUDAGRAPHS=1       Inductor's own graphs collide with the outer capture
   --cuda-graph-max-bs N            buckets up to N; N >= 256 runs out of simulated memory
+  --disable-cuda-graph             no capture at all: it comes up, and decodes eagerly
+
+POST /generate answers after a simulated decode: 2 ms a token with CUDA graphs, twice
+that without them, a fifth less with torch.compile (divided by --speed), so a triage's
+pricing load has real, repeatable differences to measure.
 
 Its first line says it is a simulator, so nobody mistakes a demo log for a real one.
 """
@@ -14,11 +19,13 @@ Its first line says it is a simulator, so nobody mistakes a demo log for a real 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BANNER = "[diagbench simulator] simulated SGLang server: no GPU, no model; timings scaled to seconds"
@@ -74,13 +81,43 @@ def fail_capture(error: str, bs: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)  # SGLang's kill_process_tree ends its own process too
 
 
-def serve_health(port: int) -> None:
+TOKEN_S = 0.002  # one simulated decode step with CUDA graphs
+EAGER_FACTOR = 2.0  # without graphs, each step launches its kernels one by one
+COMPILE_FACTOR = 0.8  # torch.compile's fused kernels
+
+
+def token_seconds(graphs: bool, compiled: bool, speed: float) -> float:
+    return TOKEN_S * (1.0 if graphs else EAGER_FACTOR) * (COMPILE_FACTOR if compiled else 1.0) / speed
+
+
+def serve_health(port: int, token_s: float = TOKEN_S) -> None:
     class Health(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             ok = self.path in ("/health", "/health_generate", "/get_model_info")
             self.send_response(200 if ok else 404)
             self.end_headers()
             self.wfile.write(b"{}" if ok else b"not found")
+
+        def do_POST(self) -> None:
+            if self.path != "/generate":
+                self.send_response(404)
+                self.end_headers()
+                return
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                params = body.get("sampling_params") or {}
+                tokens = int(params.get("max_new_tokens", body.get("max_new_tokens", 8)))
+            except (ValueError, TypeError, AttributeError):
+                self.send_response(400)
+                self.end_headers()
+                return
+            time.sleep(tokens * token_s)
+            payload = json.dumps({"text": " Paris" * tokens, "meta_info": {"completion_tokens": tokens}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
 
         def log_message(self, *args: object) -> None:
             return
@@ -95,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--enable-torch-compile", action="store_true")
     parser.add_argument("--cuda-graph-max-bs", type=int, default=32)
     parser.add_argument("--torch-compile-max-bs", type=int, default=32)
+    parser.add_argument("--disable-cuda-graph", action="store_true")
+    parser.add_argument("--api-key", help="accepted and ignored, as SGLang's (for tests of redaction)")
     parser.add_argument("--speed", type=float, default=1.0, help="divide every delay by this")
     return parser
 
@@ -116,9 +155,21 @@ def main(argv: list[str] | None = None) -> int:
         for bs in buckets(min(args.torch_compile_max_bs, args.cuda_graph_max_bs)):
             log(f"AUTOTUNE addmm({bs}x2880, {bs}x4096, 4096x2880)")
             pause(0.03)
+    if not args.disable_cuda_graph:
+        capture(sizes, capture_error(args.enable_torch_compile), pause)
+    if args.port:
+        serve_health(args.port, token_seconds(not args.disable_cuda_graph, args.enable_torch_compile, args.speed))
+    log(f"INFO:     Uvicorn running on http://127.0.0.1:{args.port} (Press CTRL+C to quit)")
+    log("INFO:     Application startup complete.")
+    pause(0.2)  # SGLang's warm-up request runs after uvicorn is up
+    log("The server is fired up and ready to roll!")
+    signal.sigwait({signal.SIGTERM, signal.SIGINT}) if hasattr(signal, "sigwait") else time.sleep(3600)
+    return 0
+
+
+def capture(sizes: list[int], error: str | None, pause: Callable[[float], None]) -> None:
     log("Capture cuda graph begin. This can take up to several minutes. avail mem=61.20 GB")
     log(f"Capture cuda graph bs {sizes}")
-    error = capture_error(args.enable_torch_compile)
     for done, bs in enumerate(reversed(sizes)):
         bar = f"\rCapturing batches (bs={bs} avail_mem=61.{20 - done:02d} GB): {100 * done // len(sizes):3d}%|"
         sys.stderr.write(bar)
@@ -136,14 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             fail_capture(error, bs)
     sys.stderr.write("\n")
     log("Capture cuda graph end. Time elapsed: 1.42 s. mem usage=0.61 GB. avail mem=60.59 GB.")
-    if args.port:
-        serve_health(args.port)
-    log(f"INFO:     Uvicorn running on http://127.0.0.1:{args.port} (Press CTRL+C to quit)")
-    log("INFO:     Application startup complete.")
-    pause(0.2)  # SGLang's warm-up request runs after uvicorn is up
-    log("The server is fired up and ready to roll!")
-    signal.sigwait({signal.SIGTERM, signal.SIGINT}) if hasattr(signal, "sigwait") else time.sleep(3600)
-    return 0
 
 
 if __name__ == "__main__":

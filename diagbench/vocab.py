@@ -39,7 +39,14 @@ CONDITION_OUTCOMES = (
 )
 
 
-class FailureClass(str, Enum):
+class Word(str, Enum):
+    """A word of the vocabulary: written as itself."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class FailureClass(Word):
     """Why a `failed` launch failed (the `class` of the signature that decided)."""
 
     CUDA_GRAPH_CAPTURE = "cuda_graph_capture"
@@ -53,9 +60,6 @@ class FailureClass(str, Enum):
     SEGFAULT = "segfault"
     IMPORT_ERROR = "import_error"
     OTHER = "other"
-
-    def __str__(self) -> str:
-        return self.value
 
     @classmethod
     def of(cls, word: str) -> FailureClass | None:

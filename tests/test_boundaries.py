@@ -30,6 +30,7 @@ RANKS = {
     "judge": 4,
     "execute": 5,
     "isolate": 6,
+    "triage": 6,
     "render": 7,
     "cli": 8,
     "__main__": 9,
@@ -97,3 +98,82 @@ def test_the_walk_sees_what_it_polices() -> None:
         "rich.table" in names or "rich.console" in names for rel, names in found.items() if rel.startswith("render/")
     )
     assert "psutil" in found["launch/process.py"]
+
+
+# -- no import circle inside a room ---------------------------------------------------------
+
+
+def module_name(rel: str) -> str:
+    parts = rel.removesuffix(".py").split("/")
+    return ".".join(["diagbench", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
+ALL_MODULES = {
+    module_name(path.relative_to(PACKAGE).as_posix()): path
+    for path in sorted(PACKAGE.rglob("*.py"))
+    if path.relative_to(PACKAGE).parts[0].removesuffix(".py") not in OWN_RULES
+}
+
+
+def imported_modules(path: Path, known: set[str]) -> Iterator[str]:
+    """The diagbench modules `path` imports, anywhere in it (a function's lazy import too: a
+    circle that only runs later is still one); `from pkg import mod` counts as pkg.mod."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                yield f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known else node.module
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def room_of(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_no_import_circle_inside_a_room() -> None:
+    """Modules of one room import one another one way only: a circle (even through a lazy
+    import) means two modules are one job split in two, or a third module is missing."""
+    known = set(ALL_MODULES)
+    graph = {
+        name: {t for t in imported_modules(path, known) if t != name and room_of(t) == room_of(name)}
+        for name, path in ALL_MODULES.items()
+    }
+    assert circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "a.w": {"a.x"}}
+    assert circles(graph) == [["a.x", "a.y", "a.z"]]
+    assert circles({"a.x": {"a.y"}, "a.y": set()}) == []

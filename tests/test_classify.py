@@ -50,6 +50,9 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
         "line",
         "phase",
         "server",
+        "cause",
+        "chain",
+        "ready_line",
     }
     assert data["line"].startswith("Exception: Capture cuda graph failed: CUDA error: out of memory")
     assert data["signature"] == "sglang.capture_failed"
@@ -246,10 +249,10 @@ def test_a_failure_after_the_ready_line_counts_the_same_however_far_after(
     assert (got.outcome, got.failure_class, got.signature) == want
 
 
-def test_a_vllm_log_that_ends_at_its_route_listing_is_not_ready(tmp_path: Path) -> None:
-    """vLLM lists its routes before uvicorn loads its config (SSL files) and runs the app's
-    lifespan, and before 0.6 before uvicorn bound the port (launcher.py serve_http): only
-    uvicorn's own lines prove ready."""
+def test_a_vllm_log_that_ends_at_its_route_listing_is_ready_offline(tmp_path: Path) -> None:
+    """vLLM lists its routes once its engine is built (launcher.py serve_http): a finished
+    log that ends there, nothing fatal after, reached its serving phase, so offline it is
+    ready with `phase: serving` (a live run still waits for uvicorn's own line)."""
     log = tmp_path / "server.log"
     log.write_text(
         "INFO 05-10 10:00:00 api_server.py:212] vLLM API server version 0.4.2\n"
@@ -258,7 +261,7 @@ def test_a_vllm_log_that_ends_at_its_route_listing_is_not_ready(tmp_path: Path) 
     )
     for server in (None, "vllm"):
         got = classify_file(log, SIGS, server=server)
-        assert (got.outcome, got.server, got.phase) == ("unknown", "vllm", "serving")
+        assert (got.outcome, got.server, got.phase, got.line_no) == ("ready", "vllm", "serving", 2)
 
 
 def test_choosing_the_vllm_pack_is_not_naming_the_server(tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ def test_every_help_answers_to_h_and_names_values_in_plain_words(command):
 PLACEHOLDERS = {
     "SPEC", "RUN", "RUN_A", "RUN_B", "LOG", "NAME", "CMD", "DIR", "ID", "N", "LIST", "FILE", "D", "P", "ARG",
     "AXIS=LABEL", "NAME=VALUE", "REGEX", "PATH", "PACK,...", "COMMAND",
+    "AXIS=LABEL,...", "SPEC|CMD", "DEPS", "PKG==A..B", "OUTCOME[:CLASS]", "SERVER", "C", "ENV",
 }  # fmt: skip
 
 
@@ -70,7 +71,7 @@ def test_every_value_is_named_from_one_vocabulary_and_an_option_alike_everywhere
             if "|" in word.strip("[]"):
                 continue  # choices, spelt out: --format table|md|json
             assert word in PLACEHOLDERS, (name, param.name, word)  # not GOOD, RUNS_DIR, GOOD_ENV
-            seen.setdefault(param.opts[0], set()).add(word)
+            seen.setdefault(param.opts[0], set()).add(word.removesuffix(",..."))  # one, or a comma list of them
     assert {k: v for k, v in seen.items() if len(v) > 1} == {}, seen  # --runs-dir DIR in every command
     assert seen["--runs-dir"] == {"DIR"} and seen["--good"] == {"CMD"}
 
@@ -91,8 +92,8 @@ def test_every_value_is_named_from_one_vocabulary_and_an_option_alike_everywhere
             "diagbench: report: invalid value for '--format' / '-f': 'xx' is not one of",
         ),
         (
-            ["frob"],
-            "diagbench: no such command 'frob'; usage: diagbench [OPTIONS] COMMAND [ARGS]...; more: diagbench -h",
+            ["frobnicate"],
+            "diagbench: no such command 'frobnicate'; usage: diagbench [OPTIONS] COMMAND [ARGS]...; more: diagbench -h",
         ),
         (["isolate"], "diagbench: isolate: missing --good CMD (the launch that comes up"),
     ],
@@ -139,8 +140,8 @@ def complete(words: str) -> list[str]:
 
 def test_the_shell_completes_commands_options_and_choices():
     assert complete("diagbench rep") == ["report"]
-    assert complete("diagbench report --fo") == ["--format"]
-    assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html"]
+    assert complete("diagbench report --form") == ["--format"]
+    assert complete("diagbench report --format ") == ["table", "md", "json", "junit", "html", "issue"]
     assert "--resume" in complete("diagbench run --re")
     demo = str(ROOT / "experiments" / "demo.yaml")
     assert complete(f"diagbench plan {demo} --only k") == ["kernel=mma", "kernel=stock"]
@@ -243,7 +244,7 @@ def rec(cell: str, outcome: str, attempt: str = "", failure_class: str | None = 
         params={},
         command=[],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         failure_class=failure_class,
     )
 

@@ -32,7 +32,9 @@ from diagbench.logs.signatures import builtin_packs, load_packs
 CORPUS = Path(__file__).parent / "corpus"
 ITEMS: list[dict[str, Any]] = yaml.safe_load((CORPUS / "labels.yaml").read_text())["items"]
 SIGS = load_packs(builtin_packs(), Path("."))
-TARGET = 0.95
+TARGET = 0.95  # the first 92 logs
+WHOLE_FLOOR = 0.95  # the whole corpus with batch 2 (issue 21 aims at 0.97: not reached yet)
+HELD_OUT_FLOOR = 0.90  # leave-thread-out on the whole corpus
 CITATION = re.compile(
     r"([A-Za-z][\w./-]*)?(?: ?PR)?#(\d+)"
 )  # "vllm#7800", "sgl-project/sglang#552", "sglang PR#10062", "#5828"
@@ -143,11 +145,13 @@ def held(scored: list[Scored]) -> list[Scored]:
     return held_out(scored)
 
 
-def test_corpus_score(scored: list[Scored], held: list[Scored], capsys: pytest.CaptureFixture[str]) -> None:
+def test_corpus_score(scored: list[Scored], held: list[Scored]) -> None:
+    """The report is printed only when this fails (or when run as a script)."""
     text = report(scored, held)
-    with capsys.disabled():
-        print("\n" + text)
-    assert sum(s.right for s in scored) >= TARGET * len(scored), text
+    first = [s for s in scored if not s.item["id"].startswith("b2-")]
+    assert sum(s.right for s in first) >= TARGET * len(first), text
+    assert sum(s.right for s in scored) >= WHOLE_FLOOR * len(scored), text
+    assert sum(h.right for h in held) >= HELD_OUT_FLOOR * len(held), text
 
 
 def test_cited_threads_reads_the_packs_citations() -> None:
@@ -169,9 +173,11 @@ def test_held_out_uses_no_signature_that_cites_the_log(held: list[Scored]) -> No
     assert [h.item["id"] for h in held if h.got.signature in fitted(h.item)] == []
 
 
-def test_no_failed_or_stalled_launch_is_called_ready(scored: list[Scored]) -> None:
-    called_ready = [s.item["id"] for s in scored if s.got.outcome == "ready" and s.item["outcome"] != "ready"]
-    assert called_ready == []
+def test_no_failed_or_stalled_launch_is_called_ready(scored: list[Scored], held: list[Scored]) -> None:
+    """Not with every signature, nor leaving a log's own thread out."""
+    for some in (scored, held):
+        called_ready = [s.item["id"] for s in some if s.got.outcome == "ready" and s.item["outcome"] != "ready"]
+        assert called_ready == []
 
 
 def test_the_server_given_never_turns_a_failed_launch_into_ready() -> None:
@@ -185,10 +191,13 @@ def test_a_detected_server_is_the_labelled_one(scored: list[Scored]) -> None:
     """Detection names no server rather than a wrong one (Triton serving TensorRT-LLM with no
     TensorRT-LLM line in the excerpt is Triton's log as far as it can tell)."""
     wrong = [
-        (s.item["id"], s.item["server"], s.got.server) for s in scored if s.got.server not in (None, s.item["server"])
+        (s.item["id"], s.item["server"], s.got.server)
+        for s in scored
+        if s.got.server not in (None, s.item["server"]) and s.item["server"] != "other"  # vLLM's forks are vLLM's
     ]
-    assert len(wrong) <= 1, wrong
-    assert sum(s.got.server == s.item["server"] for s in scored) >= 0.75 * len(scored)
+    assert len(wrong) <= 2, wrong
+    known = [s for s in scored if s.item["server"] != "other"]  # a server with a pack
+    assert sum(s.got.server == s.item["server"] for s in known) >= 0.75 * len(known)
 
 
 @pytest.mark.skipif(hyperscan is None, reason="hyperscan not installed")
@@ -200,7 +209,8 @@ def test_both_engines_classify_the_corpus_alike(scored: list[Scored]) -> None:
 
 
 def test_the_corpus_is_whole() -> None:
-    assert sorted(p.name for p in (CORPUS / "logs").glob("*.log")) == sorted(Path(i["file"]).name for i in ITEMS)
+    on_disk = [*(CORPUS / "logs").glob("*.log"), *(CORPUS / "batch2" / "logs").glob("*.log")]
+    assert sorted(str(p.relative_to(CORPUS)) for p in on_disk) == sorted(i["file"] for i in ITEMS)
     for item in ITEMS:
         text = (CORPUS / item["file"]).read_text(encoding="utf-8", errors="replace")
         assert item["proof"] in text, item["id"]

@@ -24,6 +24,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.store import load_run
 from diagbench.spec.load import Spec, load_spec
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
+from diagbench.vocab import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 READY = "The server is fired up and ready to roll!"
@@ -38,7 +39,7 @@ def ended(item: PlannedAttempt, outcome: str, cls: str | None = None, reason: st
         params=dict(item.cell.params),
         command=[],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         failure_class=cls,
         reason=reason,
     )

@@ -18,14 +18,16 @@ import pytest
 from conftest import fake_command, run_cli, wait_until, write_spec
 from diagbench.errors import SpecError, UserError
 from diagbench.execute.cancel import Cancel
-from diagbench.execute.choice import requested, slurm_notes
+from diagbench.execute.choice import executor_notes, requested
 from diagbench.execute.events import QuietEvents
+from diagbench.execute.remote import follow
+from diagbench.execute.remote.files import JobFile, Progress
 from diagbench.execute.slots import queue_notes, queue_slots
-from diagbench.execute.slurm import follow
 from diagbench.execute.slurm.commands import JobState, limit_seconds, parse_queue, parse_sacct
 from diagbench.execute.slurm.executor import Turnstile
-from diagbench.execute.slurm.jobs import JobFile, Progress, SlurmSettings, job_script, walltime
+from diagbench.execute.slurm.jobs import SlurmSettings, job_script, walltime
 from diagbench.execute.slurm.probe import probe_options
+from diagbench.execute.slurm.queue import SlurmQueue
 from diagbench.launch.process import sweep_tagged
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
 from diagbench.spec.load import load_spec
@@ -267,14 +269,14 @@ def test_a_fixed_port_holds_slurm_jobs_to_one_at_a_time_as_here(tmp_path: Path) 
 def test_a_slurm_time_shorter_than_timeout_and_grace_is_noted(tmp_path: Path) -> None:
     spec = load_spec(spec_with(tmp_path, "executor: {kind: slurm, time: 2m}\n"))  # timeout 5m, grace 10s
     given = command_line_executor(None, None, None, "1m")
-    notes = slurm_notes(spec, given.over(spec.executor), given, None, gpus=False)
+    notes = executor_notes(spec, given.over(spec.executor), given, None, gpus=False)
     assert notes == [
         "--slurm-time 1m is shorter than server.timeout + grace (5m10s): an attempt still starting when "
         "Slurm's time limit ends its job is recorded as a timeout"
     ]
-    assert slurm_notes(spec, spec.executor, ExecutorSpec(), None, gpus=False)[0].startswith("executor.time: 2m is ")
+    assert executor_notes(spec, spec.executor, ExecutorSpec(), None, gpus=False)[0].startswith("executor.time: 2m is ")
     enough = command_line_executor(None, None, None, "6m")
-    assert slurm_notes(spec, enough.over(spec.executor), enough, None, gpus=False) == []
+    assert executor_notes(spec, enough.over(spec.executor), enough, None, gpus=False) == []
     assert [write_duration(s) for s in (0.5, 45, 60, 310, 5400, 7200)] == ["0.5s", "45s", "1m", "5m10s", "90m", "2h"]
 
 
@@ -374,7 +376,8 @@ def test_a_time_limit_without_a_record_is_a_timeout_only_if_the_worker_started(
     cancel = Cancel()
     try:
         board: Any = EndedBoard(ended)  # answers state() as a JobBoard does
-        watch = follow.Follow(item, "31", folder, board, 3.0, cancel, QuietEvents(), lambda _: None, 600.0)
+        queue = SlurmQueue(board)
+        watch = follow.Follow(item, "31", folder, queue, 3.0, cancel, QuietEvents(), lambda _: None, 600.0)
         record = watch.until_record()
     finally:
         cancel.close()

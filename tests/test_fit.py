@@ -23,7 +23,7 @@ from diagbench.render.fit import wrap
 from diagbench.render.isolation import render_isolation
 from diagbench.render.report import print_run
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
-from diagbench.vocab import Outcome
+from diagbench.vocab import Evidence, FailureClass, Outcome
 
 GOLDEN = Path(__file__).parent / "golden"
 CAPTURE = "Exception: Capture cuda graph failed: CUDA error: dependency created on uncaptured work in another stream"
@@ -34,7 +34,7 @@ HYPS = [
         "My MMA kernel's autotune timing is what breaks capture under torch.compile.",
         {"kernel": ("stock",), "compile": ("on",), "inductor_graphs": ("unset",)},
         (Condition("ready"),),
-        (Condition("failed", "cuda_graph_capture"),),
+        (Condition(Outcome.FAILED, FailureClass("cuda_graph_capture")),),
         {"refuted": "torch.compile is incompatible with this stack independent of my kernel"},
     ),
     Hypothesis(
@@ -84,11 +84,11 @@ def demo(tmp_path: Path) -> Path:
                 params=params,
                 command=["python"],
                 env_changes={},
-                outcome="ready" if ready else "failed",
-                failure_class=None if ready else "cuda_graph_capture",
+                outcome=Outcome.READY if ready else Outcome.FAILED,
+                failure_class=None if ready else FailureClass("cuda_graph_capture"),
                 phase="warm-up" if ready else "capture bs=32",
                 time_to_outcome_s=0.9 if ready else 0.64,
-                evidence={"line_no": 18 if ready else 28, "text": READY if ready else CAPTURE},
+                evidence=Evidence(18 if ready else 28, READY if ready else CAPTURE),
             )
         )
     run_dir.write_manifest(
@@ -175,7 +175,7 @@ def test_the_interrupt_tally_counts_a_cancelled_launch_as_launched(demo: Path) -
     names = sorted(p.name for p in (demo / "cells").iterdir())
     for name, started in ((names[0], "2026-12-03T04:09:27+0000"), (names[1], None), (names[2], None)):
         data = AttemptRecord.from_json(json.loads((demo / "cells" / name / "result.json").read_text()))
-        run_dir.write_result(replace(data, outcome="cancelled", failure_class=None, started_at=started))
+        run_dir.write_result(replace(data, outcome=Outcome.CANCELLED, failure_class=None, started_at=started))
     lines = shown(demo, 200).splitlines()
     assert "6 attempts: 4 launched (1 cancelled while it ran), 2 cancelled before launch" in lines
 

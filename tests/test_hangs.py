@@ -142,7 +142,7 @@ def test_faulthandler_gives_python_frames_where_py_spy_cannot_attach(
     monkeypatch.setattr(stacks, "pyspy_path", lambda: refusing)
     record = runs.one(_server("out=Loading", "deadlock", stacks="faulthandler"))
     assert record.env_changes["PYTHONFAULTHANDLER"] == "1"
-    assert record.env_changes["DIAGBENCH_FAULTHANDLER_DIR"].endswith("/stacks/faulthandler")
+    assert (record.env_changes["DIAGBENCH_FAULTHANDLER_DIR"] or "").endswith("/stacks/faulthandler")
     assert record.hang is not None
     assert record.hang["frames"][0].startswith("load_weights (fakeserver.py:")
     text = _stack_files(runs, record.attempt)[record.hang["pid"]]
@@ -342,7 +342,8 @@ def test_gpu_activity_counts_as_work_only_when_it_moves(readings: list[tuple[int
     finally:
         sleeper.kill()
         sleeper.wait()
-        sleeper.stdout.close()
+        if sleeper.stdout is not None:
+            sleeper.stdout.close()
     assert (quiet[-1] is not None) is stalled
     assert all(q is None for q in quiet[:4])  # never before the window is over
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 from diagbench.judge.view import view_of
 from diagbench.records.manifest import Manifest, PlannedEntry
@@ -15,14 +16,15 @@ from diagbench.render.html import render_html
 from diagbench.render.htmlkit import el, text
 from diagbench.render.timeline import segments
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
+from diagbench.vocab import Evidence, Outcome
 
 HOSTILE = '<script>alert("x")</script> [rank0]: </pre> & "quotes" \x1b[31m'
 HYP = Hypothesis(
     "bs-matters",
     "Large batch sizes fail to capture.",
     {"bs": ("64",)},
-    (Condition("failed"),),
-    (Condition("ready"),),
+    (Condition(Outcome.FAILED),),
+    (Condition(Outcome.READY),),
     {"supported": "cap the batch size", "refuted": "batch size is not it"},
 )
 
@@ -60,7 +62,8 @@ def make_run(
     and (optionally) a huge line just before the first few deciding lines."""
     run = RunDir(folder / "made")
     (run.path / "cells").mkdir(parents=True)
-    attempts, records = [], []
+    attempts: list[dict[str, Any]] = []
+    records: list[AttemptRecord] = []
     for c in range(cells):
         for mode in ("eager", "compile"):
             params = {"bs": str(2**c), "mode": mode}
@@ -77,9 +80,9 @@ def make_run(
                         params=params,
                         command=["srv", "--bs", str(2**c)],
                         env_changes={"MODE": mode},
-                        outcome="failed" if failed else "ready",
+                        outcome=Outcome.FAILED if failed else Outcome.READY,
                         failure_class="oom" if failed else None,
-                        evidence={"line_no": 40, "text": ("x" * 5000) + HOSTILE},
+                        evidence=Evidence(40, ("x" * 5000) + HOSTILE),
                         phases=phases or [PhaseChange("load", 1.0), PhaseChange("capture bs=8", 5.0 + c)],
                         time_to_outcome_s=10.0 + c,
                         duration_s=11.0 + c,
@@ -103,7 +106,11 @@ def make_run(
     huge = "y" * int(log_line_mb * 1024 * 1024)
     for n, r in enumerate(records):
         run.write_result(r)
-        lines = [f"line {i} {HOSTILE}" for i in range(1, 39)] + [huge if n < 5 else "", r.evidence.text, "after"]
+        lines = [f"line {i} {HOSTILE}" for i in range(1, 39)] + [
+            huge if n < 5 else "",
+            r.evidence.text if r.evidence else "",
+            "after",
+        ]
         (run.cells / r.attempt / "server.log").write_text("\n".join(lines) + "\n")
     return run.path
 
@@ -204,7 +211,7 @@ def test_a_run_of_capture_buckets_is_one_piece_that_names_them():
             params={},
             command=[],
             env_changes={},
-            outcome="ready",
+            outcome=Outcome.READY,
             phases=phases,
             time_to_outcome_s=10.0,
         )
@@ -261,7 +268,8 @@ def test_attempts_that_did_not_run_say_why_and_draw_no_bar(tmp_path):
     run = RunDir(tmp_path / "idle")
     (run.path / "cells").mkdir(parents=True)
     words = {"skipped": "cannot change a verdict", "cancelled": "interrupted", "internal_error": "diagbench failed: X"}
-    attempts, records = [], []
+    attempts: list[dict[str, Any]] = []
+    records: list[AttemptRecord] = []
     for i, (outcome, reason) in enumerate(words.items(), 1):
         name = f"00{i}-k-{outcome}-r1"
         attempts.append({"attempt": name, "cell_id": f"k={outcome}", "repeat": 1, "params": {"k": outcome}})

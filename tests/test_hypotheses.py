@@ -6,6 +6,7 @@ from diagbench.judge.verdicts import check_expectations, judge
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.hypotheses import Condition, Expectation, Hypothesis
 from diagbench.spec.matrix import CellRow
+from diagbench.vocab import Evidence, FailureClass, Outcome
 
 CELLS = [
     CellRow("kernel=stock,compile=on", {"kernel": "stock", "compile": "on"}),
@@ -16,23 +17,23 @@ ON = Hypothesis(
     id="h",
     claim="c",
     when={"compile": ("on",)},
-    supported_if=(Condition("ready"),),
-    refuted_if=(Condition("failed", "cuda_graph_capture"),),
+    supported_if=(Condition(Outcome.READY),),
+    refuted_if=(Condition(Outcome.FAILED, FailureClass.CUDA_GRAPH_CAPTURE),),
     meaning={"supported": "S", "refuted": "R", "inconclusive": "I"},
 )
 
 
 def rec(cell: str, outcome: str, cls: str | None = None, repeat: int = 1) -> AttemptRecord:
     params = next(c.params for c in CELLS if c.id == cell)
-    evidence = {"line_no": 3, "text": f"{outcome} line"} if outcome in ("ready", "failed") else None
+    evidence = Evidence(3, f"{outcome} line") if outcome in ("ready", "failed") else None
     return AttemptRecord(
         cell_id=cell,
         repeat=repeat,
         attempt=f"{cell}-r{repeat}",
-        params=params,
+        params=dict(params),
         command=[],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         failure_class=cls,
         evidence=evidence,
     )
@@ -109,7 +110,7 @@ def test_a_flaky_cell_does_not_hide_a_cell_that_refutes_consistently():
 
 
 def test_expectations_flag_violations_only():
-    exp = Expectation(0, {"compile": ("off",)}, (Condition("ready"),))
+    exp = Expectation(0, {"compile": ("off",)}, (Condition(Outcome.READY),))
     records = [rec("kernel=stock,compile=off", "failed", "oom"), rec("kernel=stock,compile=on", "failed", "oom")]
     [violation] = check_expectations([exp], records)
     assert (violation.cell_id, violation.wanted, violation.got) == ("kernel=stock,compile=off", "ready", "failed:oom")
@@ -152,10 +153,10 @@ def test_not_ready_is_any_launch_that_did_not_come_up(tmp_path) -> None:
     cells = [CellRow(c.id, dict(c.params)) for c in loaded.cells]
     on = [c.id for c in cells if c.params["compile"] == "on"]
     for outcome, cls in (("failed", "other"), ("crashed", None), ("timeout", None), ("launch_error", None)):
-        records = [AttemptRecord(on[0], 1, "a1", cells[0].params, [], {}, outcome, failure_class=cls)]
+        records = [AttemptRecord(on[0], 1, "a1", dict(cells[0].params), [], {}, Outcome(outcome), failure_class=cls)]
         assert judge(hyp, cells, records).verdict == "refuted", outcome
         assert check_expectations(loaded.expectations, records) == []
-    ready = [AttemptRecord(on[0], 1, "a1", cells[0].params, [], {}, "ready")]
+    ready = [AttemptRecord(on[0], 1, "a1", dict(cells[0].params), [], {}, Outcome.READY)]
     assert check_expectations(loaded.expectations, ready)[0].wanted == "not_ready"
     assert Hypothesis.from_json(hyp.to_json()) == hyp  # survives the manifest
 

@@ -63,7 +63,8 @@ class Recorder:
 
 class Isolations:
     def __init__(self, folder: Path):
-        self.folder, self.results = folder, []
+        self.folder = folder
+        self.results: list[IsolateResult] = []
 
     def run(self, good: str, bad: str, repeat: int = 1, parallel: int = 1, **env: list[str]) -> IsolateResult:
         problem = from_commands(good, bad, env.get("good_env", []), env.get("bad_env", []), RULES, self.folder)

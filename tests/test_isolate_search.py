@@ -27,7 +27,9 @@ class Oracle:
     """A predicate over probes that remembers what it was asked, and fails on a repeat question."""
 
     def __init__(self, judge: Callable[[Probe], Judged]):
-        self.judge, self.asked, self.batches = judge, [], []
+        self.judge = judge
+        self.asked: list[Probe] = []
+        self.batches: list[list[Probe]] = []
 
     def __call__(self, batch: Sequence[Probe]) -> list[Judged]:
         self.batches.append(list(batch))

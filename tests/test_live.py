@@ -28,6 +28,7 @@ from diagbench.render.live import Progress, duration
 from diagbench.spec.load import load_spec
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +62,7 @@ def record(cell: Cell, name: str, outcome: str, failure_class: str | None = None
         params=dict(cell.params),
         command=[],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         failure_class=failure_class,
         **kw,
     )

@@ -62,11 +62,16 @@ def test_a_built_manifest_matches_the_schema_and_reads_back_equal(tmp_path: Path
 
 def test_the_environment_is_kept_as_given_when_there_is_one(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
-    built = replace(build_manifest(spec, [], "r1", RunSettings(), {}), environment={"python": "3.12", "pip": ["x"]})
+    dists = [{"name": "x", "version": "1.0", "origin": {"kind": "index"}}]
+    environment: dict[str, Any] = {
+        "python": {"interpreter": "/v/bin/python", "python": "3.12.1", "distributions": dists}
+    }
+    environment |= {"gpus": None, "variables": {"NCCL_DEBUG": "INFO"}}  # the server's (launch/environment.py)
+    built = replace(build_manifest(spec, [], "r1", RunSettings(), {}), environment=environment)
     data = built.to_json()
-    assert data["environment"] == {"python": "3.12", "pip": ["x"]}
+    assert data["environment"] == environment
     jsonschema.validate(data, load_schema("manifest"))
-    assert Manifest.from_json(data).environment == {"python": "3.12", "pip": ["x"]}
+    assert Manifest.from_json(data).environment == environment
 
 
 def test_a_newer_manifest_is_refused_and_a_mistyped_version_named(tmp_path: Path) -> None:
@@ -104,7 +109,7 @@ def test_each_malformed_part_is_named_and_the_rest_read() -> None:
 
 
 def test_a_record_of_an_attempt_that_never_launched_is_the_same_whoever_planned_it(tmp_path: Path) -> None:
-    from diagbench.execute.slurm.jobs import JobFile
+    from diagbench.execute.remote.files import JobFile
 
     spec = _spec(tmp_path)
     item = plan_attempts(spec.cells, 1)[1]

@@ -13,7 +13,7 @@ from typing import Any
 
 from conftest import diagbench_argv, write_spec
 
-SPEC = {
+SPEC: dict[str, Any] = {
     "server": {
         "command": [sys.executable, "-m", "http.server", "--port", "{port}", "--api-key", "sk-live-abcdefghijklmnop"],
         "env": {"MODE_BASE": "1"},

@@ -58,6 +58,11 @@ def results(run: Path) -> list[Path]:
     return sorted(run.glob("cells/*/result.json"))
 
 
+def replace_with_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
 def edit(path: Path, **changes: object) -> None:
     data = json.loads(path.read_text())
     data.update(changes)
@@ -81,7 +86,7 @@ def edit(path: Path, **changes: object) -> None:
         (lambda p: edit(p, evidence={"line_no": "one"}), "field 'evidence': expected {line_no, text} or null"),
         (lambda p: edit(p, killed=[{"pid": 1}]), "field 'killed': expected a list of {pid, name, signal} objects"),
         (lambda p: edit(p, attempt="../../elsewhere"), "field 'attempt': '../../elsewhere' is not its folder"),
-        (lambda p: (p.unlink(), os.mkfifo(p)), "not a regular file"),
+        (lambda p: replace_with_fifo(p), "not a regular file"),
     ],
 )
 @pytest.mark.parametrize("fmt", ["table", "json"])
@@ -191,6 +196,7 @@ def test_classify_reads_standard_input_until_the_decision(tmp_path: Path) -> Non
     writer = subprocess.Popen(
         fake_command("out=loading", "out=torch.OutOfMemoryError: CUDA out of memory.", "hang"), stdout=subprocess.PIPE
     )
+    assert writer.stdout is not None
     try:
         proc = diagbench("classify", "-", "--json", cwd=tmp_path, stdin=writer.stdout.fileno())
     finally:

@@ -6,6 +6,7 @@ import json
 import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -16,6 +17,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, load_run
 from diagbench.render.report import print_run, render_json, render_junit, render_markdown, render_table
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
+from diagbench.vocab import Evidence, FailureClass, Outcome
 
 GOLDEN = Path(__file__).parent / "golden"
 HYPS = [
@@ -23,23 +25,28 @@ HYPS = [
         "kernel-is-blocker",
         "My kernel breaks capture under torch.compile.",
         {"kernel": ("stock",), "compile": ("on",)},
-        (Condition("ready"),),
-        (Condition("failed", "cuda_graph_capture"),),
+        (Condition(Outcome.READY),),
+        (Condition(Outcome.FAILED, FailureClass.CUDA_GRAPH_CAPTURE),),
         {"supported": "my kernel is the capture-blocker", "refuted": "the stack is at fault, not my kernel"},
     ),
     Hypothesis(
-        "eager-ok", "Eager launches come up.", {"compile": ("off",)}, (Condition("ready"),), (Condition("failed"),), {}
+        "eager-ok",
+        "Eager launches come up.",
+        {"compile": ("off",)},
+        (Condition(Outcome.READY),),
+        (Condition(Outcome.FAILED),),
+        {},
     ),
     Hypothesis(
         "mma-compile",
         "MMA with compile comes up.",
         {"kernel": ("mma",), "compile": ("on",)},
-        (Condition("ready"),),
-        (Condition("failed"),),
+        (Condition(Outcome.READY),),
+        (Condition(Outcome.FAILED),),
         {"inconclusive": "rerun it"},
     ),
 ]
-CELLS = [
+CELLS: list[dict[str, Any]] = [
     {"cell_id": f"kernel={k},compile={c}", "params": {"kernel": k, "compile": c}}
     for k in ("mma", "stock")
     for c in ("on", "off")
@@ -55,7 +62,7 @@ def record(i: int, kernel: str, compile_: str, outcome: str, **kw) -> AttemptRec
         params={"kernel": kernel, "compile": compile_},
         command=["srv"],
         env_changes={},
-        outcome=outcome,
+        outcome=Outcome(outcome),
         time_to_outcome_s=1.5 * i,
         duration_s=1.5 * i + 0.1,
         **kw,
@@ -149,7 +156,8 @@ def test_junit(run: Path) -> None:
     hyp = {c.get("name"): c for c in suites["golden.hypotheses"].iter("testcase")}
     assert hyp["kernel-is-blocker"].find("failure") is not None
     assert hyp["eager-ok"].find("skipped") is not None
-    assert hyp["mma-compile"].find("skipped").get("message") == "inconclusive: kernel=mma,compile=on timed out"
+    skipped = hyp["mma-compile"].find("skipped")
+    assert skipped is not None and skipped.get("message") == "inconclusive: kernel=mma,compile=on timed out"
 
 
 def test_table(run: Path) -> None:
@@ -181,9 +189,9 @@ def test_log_text_is_never_taken_for_markup(tmp_path: Path) -> None:
             params={"a": "[bold]x"},
             command=[],
             env_changes={},
-            outcome="failed",
+            outcome=Outcome.FAILED,
             failure_class="other",
-            evidence={"line_no": 1, "text": "[rank0]: boom [/x] [red]"},
+            evidence=Evidence(1, "[rank0]: boom [/x] [red]"),
         )
     )
     console = Console(width=200, record=True, color_system=None)

@@ -19,6 +19,7 @@ import yaml
 from conftest import run_cli, wait_gone
 from diagbench.records.redact import Redactor, redact_yaml
 from diagbench.sensitive import REDACTED, looks_secret, secret_name
+from diagbench.vocab import Evidence, Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = """
@@ -275,8 +276,9 @@ def test_the_part_of_a_secret_left_at_a_cut_end_is_blanked() -> None:
 
     secrets = Redactor.of([{"MY_TOKEN": "abcdefgh12345678"}])
     clipped = "READY " + "x" * 484 + "abcdefgh12"  # a 500-character deciding line cut inside the secret
-    record = AttemptRecord("c", 1, "a", {}, [], {}, "ready", evidence={"line_no": 3, "text": clipped})
-    assert redact_record(record, secrets).evidence.text == "READY " + "x" * 484 + REDACTED
+    record = AttemptRecord("c", 1, "a", {}, [], {}, Outcome.READY, evidence=Evidence(3, clipped))
+    evidence = redact_record(record, secrets).evidence
+    assert evidence is not None and evidence.text == "READY " + "x" * 484 + REDACTED
     assert secrets.cut("345678 and the rest of a log tail") == f"{REDACTED} and the rest of a log tail"
     assert secrets.cut("clipped at hf_abc") == f"clipped at {REDACTED}"
     assert secrets.cut("an ordinary line that ends in 1234") == "an ordinary line that ends in 1234"

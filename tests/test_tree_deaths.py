@@ -62,7 +62,8 @@ def test_a_worker_killed_after_ready_changes_nothing_and_its_zombie_is_not_left_
     # goes on to SIGKILL; its worker is a zombie it was never going to reap
     record = runs.one(
         {
-            "command": fake_command("worker", "out=up", "kill-workers=9", "ignore-term", "hang"),
+            # it ignores SIGTERM before its ready line: a teardown that starts at once finds it so
+            "command": fake_command("worker", "ignore-term", "out=up", "kill-workers=9", "hang"),
             "ready": {"log": "up"},
             "grace": "1s",
         },

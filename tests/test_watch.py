@@ -428,6 +428,7 @@ def decide(text: str, cuts: list[int]) -> tuple[Outcome, str | None, int]:
         if w.decision:
             break
     d = w.decision or w.end_of_log(0.0)
+    assert d is not None and d.evidence is not None
     return d.outcome, d.signature, d.evidence.line_no
 
 

@@ -4,7 +4,16 @@ Each command lives in the module named for what it does; importing them register
 
 from __future__ import annotations
 
-from diagbench.cli import cleanup, inspect, isolate, run, schema, worker  # noqa: F401  (registers the commands)
+from diagbench.cli import (  # noqa: F401  (registers the commands)
+    cleanup,
+    inspect,
+    isolate,
+    probe,
+    run,
+    schema,
+    triage,
+    worker,
+)
 from diagbench.cli.app import app
 
 

@@ -38,13 +38,7 @@ class Format(str, Enum):
     json = "json"
     junit = "junit"
     html = "html"
-
-
-class Executor(str, Enum):
-    """--executor: where attempts run (the words of spec.executor.ExecutorKind)."""
-
-    local = "local"
-    slurm = "slurm"
+    issue = "issue"  # report only: the Markdown a maintainer asks for
 
 
 def guarded(action: Callable[[], T]) -> T:
@@ -87,7 +81,3 @@ def _root(
     ] = False,
 ) -> None:
     """diagbench: a matrix of launches, live log classification, pre-registered hypotheses."""
-
-
-def main() -> None:
-    app()

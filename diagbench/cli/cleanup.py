@@ -20,6 +20,9 @@ def cleanup(
     runs_dir: Annotated[
         Path, typer.Option(metavar="DIR", help="where runs are (default runs/): their unrecorded attempts are recorded")
     ] = Path("runs"),
+    envs: Annotated[
+        bool, typer.Option("--envs", help="also remove the probe environments package isolations built (their cache)")
+    ] = False,
 ) -> None:
     """Stop processes left by a diagbench that died, record them in its run, remove its temporary folders."""
     from diagbench.render.cleanup import describe_sweep
@@ -29,6 +32,17 @@ def cleanup(
         out.print("nothing to clean up: no process or temporary folder of an ended diagbench here", markup=False)
     for line in describe_sweep(sweep):
         out.print(line, markup=False, highlight=False, soft_wrap=True)  # one finding, one line
+    if envs:
+        _remove_envs()
+
+
+def _remove_envs() -> None:
+    """The probe-environment cache emptied (each folder under its lock, so never one being built)."""
+    from diagbench.launch.envs import EnvCache
+
+    cache = EnvCache()
+    removed = guarded(cache.remove_all)
+    out.print(f"removed {len(removed)} probe environment(s) from {cache.root}", markup=False, highlight=False)
 
 
 def sweep_saying_so(by: str, runs_dirs: Sequence[Path], hurry: threading.Event | None = None) -> Sweep:

@@ -13,7 +13,20 @@ from diagbench.vocab import ExitCode
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 # `diagbench -h` lists commands in the order people meet them, not in import order
-READING_ORDER = ("run", "plan", "report", "diff", "isolate", "classify", "signatures", "cleanup", "schema")
+READING_ORDER = (
+    "run",
+    "plan",
+    "report",
+    "diff",
+    "isolate",
+    "probe",
+    "triage",
+    "classify",
+    "signatures",
+    "remedies",
+    "cleanup",
+    "schema",
+)
 
 # \b keeps the lines as written (help text is otherwise re-flowed into one paragraph)
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,7 @@ from diagbench.vocab import ExitCode
 if TYPE_CHECKING:
     from diagbench.judge.view import RunView
     from diagbench.logs.signatures import Signature
+    from diagbench.spec.load import Spec
 
 
 class DiffFormat(str, Enum):
@@ -50,6 +51,9 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="one JSON object: cells, argv, env, what each decides")
     ] = False,
+    environment: Annotated[
+        bool, typer.Option("--environment", help="also ask the server's interpreter what it has installed")
+    ] = False,
 ) -> None:
     """Dry run: every cell with its exact argv, env changes, and the hypotheses it decides."""
     from diagbench.execute.dryrun import plan_of
@@ -67,12 +71,23 @@ def plan(
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
     planned = guarded(lambda: plan_of(loaded, only or [], slots, stop_when_decided, repeat))
+    facts = guarded(lambda: _environment(loaded, only or [])) if environment else None
     if as_json:
-        sys.stdout.write(plan_json(planned))
+        sys.stdout.write(plan_json(planned, facts))
     else:
-        out.print(fit_lines(visible(render_plan(planned)), out.width), markup=False, soft_wrap=True)
+        out.print(fit_lines(visible(render_plan(planned, facts)), out.width), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
+
+
+def _environment(spec: Spec, only: list[str]) -> dict[str, Any] | None:
+    """The first planned cell's server environment, as `run` will record it."""
+    from diagbench.launch.environment import attempt_environments
+    from diagbench.spec.matrix import parse_only, select_cells
+    from diagbench.spec.plan import plan_attempts
+
+    planned = plan_attempts(select_cells(spec.cells, parse_only(only, spec.axes))[:1], 1)
+    return attempt_environments(spec.server, planned)[0]
 
 
 REPORT_EXIT_CODES = (
@@ -88,6 +103,10 @@ def report(
         Format, typer.Option("--format", "-f", metavar="table|md|json|junit|html", help="html: one self-contained page")
     ] = Format.table,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
+    for_server: Annotated[
+        str | None,
+        typer.Option("--for", metavar="SERVER", help="with --format issue: the server's tracker (vllm, ...)"),
+    ] = None,
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
     from diagbench.cli.publish import annotate
@@ -99,7 +118,12 @@ def report(
     from diagbench.render.isolation_report import DOCUMENTS
     from diagbench.render.report import print_run, render_json, render_junit, render_markdown
 
-    view = guarded(lambda: view_of(load_run(run_dir)))
+    loaded = guarded(lambda: load_run(run_dir))
+    view = guarded(lambda: view_of(loaded))
+    if format is Format.issue or for_server is not None:
+        _issue(view, loaded.manifest.environment, format, for_server)
+    if _triage_report(view, format):
+        return
     isolation = guarded(lambda: read_isolation(run_dir))
     if isolation is not None and format is not Format.junit:  # an isolation's answer and steps lead
         if format is Format.table:  # its steps say more than its cells
@@ -119,6 +143,38 @@ def report(
         sys.stdout.write(renderers.get(format, render_html)(view))
     say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
+
+
+def _issue(view: RunView, environment: Mapping[str, Any] | None, format: Format, for_server: str | None) -> None:
+    """`--format issue [--for SERVER]`: the Markdown for the server's bug tracker; exits 0."""
+    from diagbench.render.issue import render_issue
+    from diagbench.triage.issue import issue_facts
+    from diagbench.triage.problem import server_word
+    from diagbench.triage.record import read_triage
+
+    if format is not Format.issue:
+        err.print("diagbench: --for names the tracker of --format issue (add --format issue)", markup=False)
+        raise typer.Exit(ExitCode.USAGE)
+    server = guarded(lambda: server_word("--for", for_server)) if for_server else None
+    found = guarded(lambda: read_triage(view.path))
+    sys.stdout.write(render_issue(view, issue_facts(view, environment), found, server))
+    raise typer.Exit(ExitCode.OK)
+
+
+def _triage_report(view: RunView, format: Format) -> bool:
+    """A triage's answer leads its report; the exit code is the triage's. False: no triage."""
+    from diagbench.render.triage import render_triage, triage_html, triage_json, triage_markdown
+    from diagbench.triage.record import read_triage
+
+    found = guarded(lambda: read_triage(view.path))
+    if found is None or format is Format.junit:
+        return False
+    if format is Format.table:
+        out.print(render_triage(found))
+    else:
+        documents = {Format.md: triage_markdown, Format.json: triage_json, Format.html: triage_html}
+        sys.stdout.write(documents[format](view, found))
+    raise typer.Exit(found.status.exit_code)
 
 
 class Engine(str, Enum):
@@ -153,7 +209,7 @@ def classify(
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
     from diagbench.logs.classify import classify_file, classify_stream, context
-    from diagbench.logs.servers import server_name
+    from diagbench.logs.server_names import server_name
     from diagbench.logs.signatures import load_packs
     from diagbench.records.redact import Redactor, redact_classification
 

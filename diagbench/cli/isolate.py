@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -17,43 +18,60 @@ from diagbench.vocab import ExitCode
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.isolate.problem import Problem, ServerRules
-    from diagbench.isolate.run import IsolateResult
+    from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
+    from diagbench.launch.envs import Built
 
 _GOOD_HELP = (
     "the launch that comes up: one command line with {port} (leading NAME=value and env -u NAME words set env), "
     "or AXIS=LABEL,..."
 )
 
+_DEPS_HELP = (
+    "the working environment: an interpreter, a requirements file, or 'pkg==ver ...'; "
+    "{python} in the commands runs each probe's own"
+)
+
 
 @app.command()
 def isolate(
-    good: Annotated[str, typer.Option(metavar="CMD", help=_GOOD_HELP)],
-    bad: Annotated[str, typer.Option(metavar="CMD", help="the launch that fails, written the same way")],
-    spec: Annotated[Path | None, typer.Argument(metavar="SPEC", help="a spec whose axes --good and --bad name")] = None,
-    good_env: Annotated[list[str] | None, typer.Option(metavar="NAME=VALUE", help="set for the good launch")] = None,
-    bad_env: Annotated[list[str] | None, typer.Option(metavar="NAME=VALUE", help="set for the bad launch")] = None,
-    ready: Annotated[str | None, typer.Option(metavar="REGEX", help="the ready line (default: the packs')")] = None,
-    http: Annotated[
-        str | None, typer.Option(metavar="PATH", help="ready when GET 127.0.0.1:{port}PATH answers 200")
+    good: Annotated[str, typer.Option(help=_GOOD_HELP)],
+    bad: Annotated[
+        str | None, typer.Option(help="the launch that fails, written the same way (with --bad-deps: default --good)")
     ] = None,
-    signatures: Annotated[
-        str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
-    ] = None,
-    timeout: Annotated[str | None, typer.Option(metavar="D", help="launch -> ready, e.g. 8m (default 10m)")] = None,
-    grace: Annotated[str | None, typer.Option(metavar="D", help="SIGTERM -> SIGKILL (default 10s)")] = None,
+    spec: Annotated[Path | None, typer.Argument(help="a spec whose axes --good and --bad name")] = None,
+    good_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the good launch")] = None,
+    bad_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the bad launch")] = None,
+    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
+    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
+    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
+    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
     fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
-    repeat: Annotated[
-        int, typer.Option(min=1, metavar="N", help="launches per configuration; disagreeing ones are flaky")
-    ] = 1,
+    repeat: Annotated[int, typer.Option(min=1, help="launches per configuration; disagreeing ones are flaky")] = 1,
     parallel: Annotated[
-        int | None, typer.Option(min=1, metavar="N", help="launches at once (default: one per GPU slot, else 1)")
+        int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
     ] = None,
-    gpus: Annotated[
-        str | None, typer.Option(metavar="LIST", help="GPUs to hand out: all, none, or ids such as 0,1,2,3")
-    ] = None,
-    runs_dir: Annotated[Path, typer.Option(metavar="DIR", help="where run directories go")] = Path("runs"),
-    run_id: Annotated[str | None, typer.Option(metavar="ID", help="default: a timestamp plus 'isolate'")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
+    good_deps: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DEPS", help="the working environment: an interpreter, a requirements file, or 'pkg==ver ...'"
+        ),
+    ] = None,
+    between: Annotated[
+        str | None,
+        typer.Option(metavar="PKG==A..B", help="bisect PKG's published versions from A (good) to B (bad)"),
+    ] = None,
+    bad_deps: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DEPS",
+            help="the failing environment, written the same way; {python} in the commands runs each probe's",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="list the factors and both commands; launch nothing")
     ] = False,
@@ -72,14 +90,19 @@ def isolate(
     given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
     rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     envs = (good_env or [], bad_env or [])
-    problem = guarded(lambda: _problem(spec, good, bad, envs, rules, [n for n, v in given.items() if v]))
+    if between is not None:
+        problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
+    elif good_deps is not None or bad_deps is not None:
+        problem = guarded(lambda: _packages(spec, good, bad, envs, (good_deps, bad_deps), rules, as_json))
+    else:
+        problem = guarded(lambda: _problem(spec, good, _needed(bad), envs, rules, [n for n, v in given.items() if v]))
     problem = guarded(lambda: _with_stall(problem, stall))
     commands = {side: _command(problem, side) for side in ("good", "bad")}
     if dry_run:
-        out.print(render_factors(problem.space.factors, commands, problem.space.notes, out.width))
+        out.print(render_factors(problem.space.factors, commands, problem.space.notes))
         return
     console = err if as_json else out
-    console.print(render_factors(problem.space.factors, commands, width=console.width))
+    console.print(render_factors(problem.space.factors, commands))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     options = IsolateOptions(runs_dir, run_id, repeat, parallel, request)
     slots = guarded(lambda: isolation_slots(problem, options))
@@ -93,11 +116,18 @@ def isolate(
         _sweep_first(cancel)
         progress = IsolationProgress(console, len(problem.space.factors))
         try:
-            result = guarded(lambda: run_isolation(problem, options, progress, cancel))
+            search = _bisect if between is not None else run_isolation
+            result = guarded(lambda: search(problem, options, progress, cancel))
         finally:
             progress.close()
     _write_report(result, problem)
     _finish(result, as_json)
+
+
+def _bisect(problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel) -> IsolateResult:
+    from diagbench.isolate.between import bisect
+
+    return bisect(problem, options, events, cancel)
 
 
 def _write_report(result: IsolateResult, problem: Problem) -> None:
@@ -120,7 +150,7 @@ def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
     if as_json:
         sys.stdout.write(json.dumps(isolation.to_json(), indent=2) + "\n")
     else:
-        out.print(render_isolation(isolation, out.width))
+        out.print(render_isolation(isolation))
     if isolation.status.exit_code != ExitCode.OK:
         err.print(f"diagbench: {isolation.reason} (the records are in {result.run_dir.path})", markup=False)
     if result.harness_errors:
@@ -137,6 +167,52 @@ def _sweep_first(cancel: Cancel) -> None:
 
     for line in describe_sweep(guarded(lambda: sweep_host("diagbench isolate", cancel.urgent))):
         err.print(f"diagbench: {line}", markup=False, highlight=False)
+
+
+def _needed(bad: str | None) -> str:
+    if bad is None:
+        raise UserError("--bad: the launch that fails is needed (only with --bad-deps may it be left out)")
+    return bad
+
+
+def _packages(
+    spec: Path | None,
+    good: str,
+    bad: str | None,
+    envs: tuple[list[str], list[str]],
+    deps: tuple[str | None, str | None],
+    rules: ServerRules,
+    as_json: bool,
+) -> Problem:
+    from diagbench.isolate.packages import from_packages
+
+    if spec is not None:
+        raise UserError("--good-deps: with command lines only ({python} in them runs each probe's environment)")
+    return from_packages(good, bad, envs, deps, rules, Path.cwd(), _build_report(as_json))
+
+
+def _between(
+    spec: Path | None,
+    between: str,
+    good: str,
+    bad: str | None,
+    env: list[str],
+    good_deps: str | None,
+    rules: ServerRules,
+    as_json: bool,
+) -> Problem:
+    from diagbench.isolate.between import from_between
+
+    if spec is not None or bad is not None:
+        raise UserError(f"--between: with --good CMD only (not {'a spec' if spec is not None else '--bad'})")
+    return from_between(between, good, env, good_deps, rules, Path.cwd(), _build_report(as_json))
+
+
+def _build_report(as_json: bool) -> Callable[[str, Built], None]:
+    from diagbench.render.isolation import build_line
+
+    console = err if as_json else out
+    return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False, soft_wrap=True)
 
 
 def _rules(

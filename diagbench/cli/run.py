@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import Executor, app, err, guarded, out
+from diagbench.cli.app import app, err, guarded, out
 from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.cli.conventions import EXIT_CODES, complete_only
+from diagbench.cli.executor_options import with_executor_options
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 
 @app.command(epilog=EXIT_CODES)
+@with_executor_options
 def run(
     spec: Annotated[
         Path | None, typer.Argument(metavar="SPEC", help="the experiment's YAML spec (not needed with --resume)")
@@ -62,18 +64,7 @@ def run(
     fail_fast: Annotated[
         bool, typer.Option("--fail-fast", help="skip every attempt after the first violated expect")
     ] = False,
-    executor: Annotated[
-        Executor | None, typer.Option(metavar="local|slurm", help="where attempts run (default: the spec's; local)")
-    ] = None,
-    slurm_partition: Annotated[
-        str | None, typer.Option(metavar="P", help="sbatch --partition for every attempt")
-    ] = None,
-    slurm_arg: Annotated[
-        list[str] | None, typer.Option(metavar="ARG", help="one more sbatch option (--slurm-arg=--qos=high)")
-    ] = None,
-    slurm_time: Annotated[
-        str | None, typer.Option(metavar="D", help="walltime per job (default: timeout + grace + 2m)")
-    ] = None,
+    where: ExecutorSpec | None = None,  # --executor and each executor's options (cli/executor_options.py)
     stall: Annotated[
         str | None, typer.Option(metavar="D", help="end an attempt with no log line and no CPU/GPU work for D (45s)")
     ] = None,
@@ -88,7 +79,7 @@ def run(
     from diagbench.execute.resume import RunFlags
     from diagbench.records.store import check_run_id
     from diagbench.render.live import Progress
-    from diagbench.spec.executor import command_line_executor
+    from diagbench.spec.executor import ExecutorSpec
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.hangopts import with_hang_options
 
@@ -105,8 +96,7 @@ def run(
         _stop_if_finished(resume, loaded_spec)
     for note in guarded(lambda: check_decision_options(loaded_spec, flags.stop_when_decided, flags.fail_fast)):
         err.print(f"diagbench: note: {note}", markup=False)
-    kind = executor.value if executor else None
-    where = guarded(lambda: command_line_executor(kind, slurm_partition, slurm_arg, slurm_time))
+    where = where or ExecutorSpec()
     slots = _slots(loaded_spec, where, resume, flags, gpus is not None)
     options = RunOptions(
         runs_dir,
@@ -134,20 +124,16 @@ def run(
         _finish(result, strict, junit, loaded_spec)
 
 
-def _slots(spec: Spec, where: ExecutorSpec, resume: Path | None, flags: RunFlags, gpus_given: bool) -> SlotPlan | None:
-    """This host's GPU slots for a local run (None on Slurm: the cluster hands out GPUs), notes said."""
-    from diagbench.execute.choice import requested, slurm_notes
-    from diagbench.execute.slots import resolve_slots
-    from diagbench.spec.executor import ExecutorKind
+def _slots(spec: Spec, where: ExecutorSpec, resume: Path | None, flags: RunFlags, gpus_given: bool) -> SlotPlan:
+    """The slots of the executor the run uses (this host's GPU slots for a local run), notes said."""
+    from diagbench.execute.choice import requested
+    from diagbench.execute.executors import plugin_for
 
-    slots = None
     layers = guarded(lambda: requested(spec, where, resume))
-    if layers.resolved_kind is ExecutorKind.LOCAL:
-        slots = guarded(lambda: resolve_slots(spec, flags.gpus, flags.parallel))
-        notes = list(slots.notes)
-    else:  # --gpus given is refused there; a resumed Slurm run's recorded none is no mistake
-        notes = guarded(lambda: slurm_notes(spec, layers, where, flags.parallel, gpus_given))
-    for note in notes:
+    plugin = plugin_for(layers.resolved_kind)
+    notes = guarded(lambda: plugin.notes(spec, layers, where, flags.parallel, gpus_given))  # --gpus on Slurm: refused
+    slots = guarded(lambda: plugin.slots(spec, None, flags.gpus, flags.parallel, 0))
+    for note in [*slots.notes, *notes]:
         err.print(f"diagbench: note: {note}", markup=False)
     return slots
 

@@ -12,7 +12,7 @@ from diagbench.cli.app import app, guarded
 
 @app.command()
 def schema(
-    name: Annotated[str, typer.Argument(help="spec, result, verdicts, manifest, classify or isolation")],
+    name: Annotated[str, typer.Argument(help="spec, result, verdicts, manifest, classify, isolation or triage")],
 ) -> None:
     """Print the JSON Schema of a spec or of a record (for editors and validators)."""
     from diagbench.schemas import schema_text

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import DiagbenchError
+from diagbench.execute.executors import on_this_host
 from diagbench.launch.tags import me, running
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import not_launched
 from diagbench.records.store import LOCK_FILE, read_manifest, try_lock_run, write_json
-from diagbench.spec.executor import ExecutorKind
 from diagbench.vocab import Outcome
 
 CLEANUP_LOG = "cleanup.json"
@@ -124,7 +124,7 @@ def _planned(run_dir: Path) -> dict[str, PlannedEntry]:
         manifest = read_manifest(run_dir)
     except DiagbenchError:
         return {}
-    if manifest.settings.executor_kind not in (None, ExecutorKind.LOCAL.value):
+    if not on_this_host(manifest.settings.executor_kind):
         return {}
     return {a.attempt: a for a in manifest.attempts}
 

@@ -11,12 +11,14 @@ from diagbench.errors import UserError, WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
+from diagbench.execute.plugin import Build
 from diagbench.execute.resume import check_same_spec
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
+from diagbench.launch.environment import attempt_environments
 from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
@@ -96,7 +98,9 @@ def execute(
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
             settings = replace(_settings(options, slots), executor=placement.to_json())
-            run_dir.write_manifest(build_manifest(spec, planned, run_dir.path.name, settings, facts))
+            environment = attempt_environments(spec.server, planned)  # the server's interpreter, asked once
+            manifest = build_manifest(spec, planned, run_dir.path.name, settings, facts, environment=environment)
+            run_dir.write_manifest(manifest)
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done
         result = _launch_and_judge(spec, options, placement, slots, run_dir, planned, done, events, cancel)
     finally:
@@ -132,7 +136,7 @@ def _launch_and_judge(
     todo = [p for p in planned if p.name not in finished]
     if options.stop_when_decided:
         todo = decision_order(todo, spec.hypotheses, spec.expectations)
-    executor = placement.executor(spec, run_dir, slots, decider, done, todo)
+    executor = placement.executor(Build(spec, run_dir, slots, decider, done, todo))
     secrets = server_redactor(spec.server)
     scheduled = run_attempts(todo, executor, slots.slots, run_dir, events, cancel, decider, done, secrets)
     order = {p.name: i for i, p in enumerate(planned)}

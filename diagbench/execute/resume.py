@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagbench.errors import RunDirError, UserError
+from diagbench.execute.executors import on_this_host
 from diagbench.records.manifest import Manifest, RunSettings
 from diagbench.records.store import load_run
-from diagbench.spec.executor import ExecutorKind
 from diagbench.spec.gpus import GpuMode, GpuRequest
 from diagbench.spec.load import Spec, load_spec
 from diagbench.vocab import Outcome
@@ -129,6 +129,6 @@ def _plan_fixed(run: Path, option: str, was: str) -> None:
 
 def _gpus(options: RunSettings) -> GpuRequest | None:
     """The GPUs the run handed out, as a list (none: `--gpus none`), or None where not recorded."""
-    if options.executor_kind not in (None, ExecutorKind.LOCAL.value):
+    if not on_this_host(options.executor_kind):
         return None  # a Slurm run's GPUs were the cluster's to hand out, not this host's
     return options.gpu_request

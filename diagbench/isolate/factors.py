@@ -41,6 +41,7 @@ class FactorKind(str, Enum):
     OPTION = "option"
     POSITIONAL = "positional"
     AXIS = "axis"  # a spec's axis (diagbench isolate SPEC)
+    PACKAGE = "package"  # a package's version between two environments (--good-deps, --bad-deps)
 
     def __str__(self) -> str:
         return self.value
@@ -65,6 +66,8 @@ class Factor:
             return redact({self.name: value})[self.name]
         if self.kind is FactorKind.OPTION:
             return redact_argv([self.name.split("#")[0], value])[1]
+        if self.kind is FactorKind.PACKAGE:
+            return value  # a version or a commit
         return redact_argv([value])[0]
 
     def label(self, bad: bool) -> str:

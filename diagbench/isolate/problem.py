@@ -41,7 +41,8 @@ class Problem:
         """Launches at once need a port each: `{port}` in both commands (a spec's `port: auto` is
         checked with its slots). Without it, asking for more than one is a mistake, and the
         default (one per GPU slot) falls back to one at a time."""
-        if not isinstance(self.space, CommandSpace) or _has_port(self.space):
+        command = _command_space(self.space)
+        if command is None or _has_port(command):
             return parallel
         if parallel is not None and parallel > 1:
             raise UserError(
@@ -66,10 +67,14 @@ def from_commands(
     good: str, bad: str, good_env: Sequence[str], bad_env: Sequence[str], rules: ServerRules, cwd: Path
 ) -> Problem:
     """Two pasted command lines (with `{port}`) and their environments."""
-    space = derive(good, bad, good_env, bad_env)
+    return command_problem(derive(good, bad, good_env, bad_env), rules, cwd, {})
+
+
+def command_problem(space: Space, rules: ServerRules, cwd: Path, extra: dict[str, object]) -> Problem:
+    """An isolation between two command lines (and, for packages, two environments: `extra` says which)."""
     _need_factors(space)
     server = _server(rules, cwd)
-    if server.ready_http is not None and server.ready_http.startswith("/") and not _has_port(space):
+    if server.ready_http is not None and server.ready_http.startswith("/") and not _has_port(_command_space(space)):
         raise UserError("--http asks 127.0.0.1:{port}: put {port} where each command takes its port")
     request = {
         "good": shown_command(space.configuration(())),
@@ -80,6 +85,7 @@ def from_commands(
         "timeout_s": server.timeout,
         "grace_s": server.grace,
         "fresh_caches": rules.fresh_caches,
+        **extra,
     }
     text = yaml.safe_dump({"isolate": request}, sort_keys=False)
     spec = Spec(
@@ -114,9 +120,24 @@ def _need_factors(space: Space) -> None:
         raise UserError("the good and the bad launch are the same: nothing to isolate (check --good and --bad)")
 
 
-def _has_port(space: CommandSpace) -> bool:
+def _command_space(space: Space) -> CommandSpace | None:
+    """The command lines of a space: its own, or those beside a package isolation's environments."""
+    if isinstance(space, CommandSpace):
+        return space
+    command = getattr(space, "command", None)
+    return command if isinstance(command, CommandSpace) else None
+
+
+def _has_port(space: CommandSpace | None) -> bool:
+    if space is None:
+        return True
     lines = (space.good, space.bad)
     return all(any("{port}" in w for w in (*line.words, *line.env.values()) if w) for line in lines)
+
+
+def server_spec(rules: ServerRules, cwd: Path) -> ServerSpec:
+    """The server rules of a pasted command line (each launch's whole argv is its cell's)."""
+    return _server(rules, cwd)
 
 
 def _server(rules: ServerRules, cwd: Path) -> ServerSpec:

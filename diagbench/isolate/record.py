@@ -106,6 +106,10 @@ class Isolation:
     suspects: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     commands: Mapping[str, str] | None = None  # good, bad: as one pasteable line each
+    together: tuple[str, ...] = ()  # culprit packages that only install together, in words
+    bisected: bool = False  # `--between`: one package's versions, in order
+    first_bad: str | None = None
+    last_good: str | None = None
 
     def factor(self, name: str) -> Factor:
         return next(f for f in self.factors if f.name == name)
@@ -124,6 +128,8 @@ class Isolation:
             "suspects": list(self.suspects),
             "notes": list(self.notes),
             "commands": dict(self.commands or {}),
+            "together": list(self.together),
+            **({"first_bad": self.first_bad, "last_good": self.last_good} if self.bisected else {}),
         }
 
     @classmethod
@@ -147,6 +153,10 @@ class Isolation:
                 suspects=tuple(data.get("suspects", ())),
                 notes=tuple(data.get("notes", ())),
                 commands=dict(data.get("commands") or {}),
+                together=tuple(data.get("together") or ()),
+                bisected="first_bad" in data,
+                first_bad=data.get("first_bad"),
+                last_good=data.get("last_good"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordError(f"malformed isolation record: {type(exc).__name__}: {exc}") from None

@@ -8,23 +8,37 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from diagbench.execute.cancel import Cancel
+from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
-from diagbench.execute.local import LocalExecutor
+from diagbench.execute.plugin import Build
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status, Step
-from diagbench.isolate.search import Judged, Probe, Result, Target, conclude, ddmin, judge_launches, suspects
+from diagbench.isolate.search import (
+    Judged,
+    Probe,
+    Result,
+    Target,
+    companions,
+    conclude,
+    ddmin,
+    judge_launches,
+    suspects,
+)
 from diagbench.launch import host
+from diagbench.launch.environment import attempt_environments
+from diagbench.launch.envs import Built
 from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import LATEST_ISOLATION, RunDir, new_run_id, open_run, write_json
+from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
@@ -42,6 +56,9 @@ class IsolateOptions:
     parallel: int | None = 1  # launches at once; None: one per GPU slot (one without GPUs)
     gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
     slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
+    # where the probes run, placed as `run` places attempts; on this host: a probe's cell is made
+    # during the search, and a remote worker finds its cell in the spec file
+    executor: ExecutorSpec = field(default_factory=lambda: ExecutorSpec(ExecutorKind.LOCAL))
 
 
 class IsolateEvents(RunEvents, Protocol):
@@ -65,8 +82,8 @@ class ProbeCell(Cell):
         return _UNSAFE.sub("_", "+".join(name.lstrip("-") for name in self.id.split("+")))[:100] or "probe"
 
 
-class _Interrupted(Exception):
-    pass
+class Interrupted(Exception):
+    """The user stopped the search: what finished is recorded."""
 
 
 def isolate(
@@ -74,9 +91,10 @@ def isolate(
 ) -> IsolateResult:
     """Open the run, launch the baselines, search, and write isolation.json (interrupted or not).
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
+    placement = place(problem.spec, options.executor, options.runs_dir, None)
     slots = options.slots or isolation_slots(problem, options)
-    run_dir = open_isolation(problem, options, slots, events)
-    prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel())
+    run_dir = open_isolation(problem, options, slots, events, placement)
+    prober = Prober(problem, options, run_dir, events, slots, cancel or Cancel(), placement)
     try:
         isolation = _search(problem, prober, options)
     finally:
@@ -92,8 +110,11 @@ def isolation_slots(problem: Problem, options: IsolateOptions) -> SlotPlan:
     return resolve_slots(problem.spec, options.gpus, problem.usable_parallel(options.parallel))
 
 
-def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents) -> RunDir:
+def open_isolation(
+    problem: Problem, options: IsolateOptions, slots: SlotPlan, events: RunEvents, placement: Placement | None = None
+) -> RunDir:
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
+    placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
     run_id = options.run_id or new_run_id(problem.run_name)
     run_dir = open_run(options.runs_dir, run_id, LATEST_ISOLATION)  # runs/latest stays the newest matrix run
     settings = RunSettings(
@@ -102,11 +123,15 @@ def open_isolation(problem: Problem, options: IsolateOptions, slots: SlotPlan, e
         gpus=tuple(slots.offer.ids),
         gpus_per_attempt=slots.per_attempt,
         slots=tuple(tuple(slot.gpus) for slot in slots.slots),
+        executor=placement.to_json(),
         isolate=True,
     )
     facts = host.collect(problem.spec.path.resolve().parent)
+    good = problem.space.configuration(())
+    cell = ProbeCell(0, "good", dict(good.params), tuple(good.args), dict(good.env))
+    environment = attempt_environments(problem.server, [PlannedAttempt(cell, 1)])  # the good launch's
     factors = [f.to_json() for f in problem.space.factors]
-    run_dir.write_manifest(build_manifest(problem.spec, [], run_id, settings, facts, factors))
+    run_dir.write_manifest(build_manifest(problem.spec, [], run_id, settings, facts, factors, environment))
     events.on_open(run_dir, [])
     return run_dir
 
@@ -116,19 +141,32 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     try:
         good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
         prober.target, trouble, notes = check_baselines(good, bad)
+        if prober.key(tuple(names)) in prober.unbuilt:  # not a failure of the server: nothing to isolate
+            trouble = "the bad environment does not install: " + bad[0].reason.split(": ", 1)[-1]
         prober.add_step((), good, "good")
         prober.add_step(tuple(names), bad, "bad")
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
-    except (_Interrupted, KeyboardInterrupt):
+    except (Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
     known[frozenset(names)] = judge_launches(bad, prober.target)  # the search took it as failing; was it steady?
     conclusion = conclude(culprit, known)
     if not conclusion.isolated:
         return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
-    return prober.isolation(Status.FOUND, "", culprit, notes)
+    together = tuple(_together(problem, g, rest) for g, rest in companions(culprit, known))
+    return prober.isolation(Status.FOUND, "", culprit, notes, together=together)
+
+
+def _together(problem: Problem, needed: str, rest: Sequence[str]) -> str:
+    """`urllib3 2.0.7 does not install without requests 2.31.0: applied together`."""
+    factors = {f.name: f for f in problem.space.factors}
+
+    def bad(name: str) -> str:
+        return f"{name} {factors[name].label(True)}"
+
+    return f"{', '.join(bad(n) for n in rest)} does not install without {bad(needed)}: applied together"
 
 
 def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
@@ -170,10 +208,12 @@ class Prober:
         events: IsolateEvents,
         slots: SlotPlan,
         cancel: Cancel,
+        placement: Placement | None = None,
     ):
+        placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
         self.problem, self.options, self.run_dir, self.events = problem, options, run_dir, events
         self.cancel = cancel
-        self.executor = LocalExecutor(problem.server, run_dir, slots)
+        self.executor = placement.executor(Build(problem.spec, run_dir, slots))
         self.slots = list(slots.slots)
         self.order = {f.name: i for i, f in enumerate(problem.space.factors)}
         self.target: Target | None = None
@@ -182,38 +222,76 @@ class Prober:
         self.records: list[AttemptRecord] = []
         self.harness_errors: list[str] = []
         self.count = 0
+        self.unbuilt: dict[tuple[object, ...], frozenset[str]] = {}  # configurations whose environment did not install
 
     def test(self, batch: Sequence[Probe]) -> list[Judged]:
         """The search's callback: launch each new configuration `repeat` times, judge each probe."""
         assert self.target is not None
         applied = [tuple(sorted(probe, key=self.order.__getitem__)) for probe in batch]
-        new = list(dict.fromkeys(a for a in applied if self._key(a) not in self.launched))
+        new = list(dict.fromkeys(a for a in applied if self.key(a) not in self.launched))
         self.launch([(a, None) for a in new])
         out = []
         for names in applied:
-            records = self.launched[self._key(names)]
-            out.append(judge_launches(records, self.target))
+            records = self.launched[self.key(names)]
+            unbuilt = self.key(names) in self.unbuilt
+            out.append(Judged(Result.UNRESOLVED, unbuildable=True) if unbuilt else judge_launches(records, self.target))
             self.add_step(names, records, None)
         return out
 
     def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
         groups = [self._plan(applied, baseline) for applied, baseline in probes]
-        todo = [item for group in groups for item in group]
+        unbuilt = {
+            i: self._not_built(groups[i], error) for i, (a, _) in enumerate(probes) if (error := self._prepare(a))
+        }
+        todo = [item for i, group in enumerate(groups) if i not in unbuilt for item in group]
         secrets = server_redactor(self.problem.server)
         run_dir, events, cancel = self.run_dir, self.events, self.cancel
         scheduled = run_attempts(todo, self.executor, self.slots, run_dir, events, cancel, secrets=secrets)
         self.harness_errors.extend(scheduled.harness_errors)
         self.records.extend(scheduled.records)
         by_name = {r.attempt: r for r in scheduled.records}
-        out = [[by_name[item.name] for item in group] for group in groups]
+        out = [unbuilt.get(i) or [by_name[item.name] for item in group] for i, group in enumerate(groups)]
         for (applied, _), records in zip(probes, out, strict=True):
-            self.launched[self._key(applied)] = records
+            self.launched[self.key(applied)] = records
         if scheduled.interrupted:
             for (applied, baseline), records in zip(probes, out, strict=True):
                 self.add_step(applied, records, baseline)
-            raise _Interrupted
+            raise Interrupted
         return out
+
+    def _prepare(self, applied: tuple[str, ...]) -> str | None:
+        """Build the configuration's environment where the factors are packages; why not, when it did not install."""
+        prepare = getattr(self.problem.space, "prepare", None)
+        if prepare is None:
+            return None
+        if self.cancel.is_set():
+            raise Interrupted
+        built: Built = prepare(applied)
+        if self.cancel.is_set():  # Ctrl-C reached uv too: its failure says nothing of the set
+            raise Interrupted
+        if built.ok:
+            return None
+        self.unbuilt[self.key(applied)] = frozenset(applied)
+        return built.error or "it did not install"
+
+    def _not_built(self, group: Sequence[PlannedAttempt], error: str) -> list[AttemptRecord]:
+        """The records of launches that never happened: their environment did not resolve or install."""
+        records = []
+        for item in group:
+            record = AttemptRecord(
+                cell_id=item.cell.id,
+                repeat=item.repeat,
+                attempt=item.name,
+                params=dict(item.cell.params),
+                command=list(item.cell.args),
+                env_changes={},
+                outcome=Outcome.LAUNCH_ERROR,
+                reason="its environment did not resolve or install: " + error.splitlines()[0][:300],
+            )
+            self.run_dir.write_result(record)
+            records.append(record)
+        return records
 
     def _plan(self, applied: tuple[str, ...], baseline: str | None) -> list[PlannedAttempt]:
         self.count += 1
@@ -222,7 +300,7 @@ class Prober:
         cell = ProbeCell(self.count, name, dict(config.params), tuple(config.args), dict(config.env))
         return [PlannedAttempt(cell, r) for r in range(1, self.options.repeat + 1)]
 
-    def _key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
+    def key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
         """What is launched, so two factor sets that make the same launch share its result."""
         config = self.problem.space.configuration(applied)
         return (config.args, tuple(sorted(config.env.items(), key=lambda kv: kv[0])))
@@ -236,7 +314,13 @@ class Prober:
         self.events.on_step(step)
 
     def isolation(
-        self, status: Status, reason: str, culprit: Sequence[str], notes: Sequence[str] = (), hints: Sequence[str] = ()
+        self,
+        status: Status,
+        reason: str,
+        culprit: Sequence[str],
+        notes: Sequence[str] = (),
+        hints: Sequence[str] = (),
+        together: Sequence[str] = (),
     ) -> Isolation:
         space = self.problem.space
         everything = [f.name for f in space.factors]
@@ -252,6 +336,7 @@ class Prober:
             suspects=tuple(hints),
             notes=(*space.notes, *notes),
             commands={"good": self.problem.shown(()), "bad": self.problem.shown(everything)},
+            together=tuple(together),
         )
 
 

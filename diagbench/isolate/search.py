@@ -54,6 +54,7 @@ class Judged:
     result: Result
     flaky: bool = False  # its launches disagreed
     reproduced: bool = False  # at least one launch showed the target
+    unbuildable: bool = False  # its environment did not resolve or install: never launched
 
 
 def judge_launches(launches: Sequence[Ended], target: Target) -> Judged:
@@ -144,9 +145,23 @@ def conclude(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> Conclusio
     flaky = [f for f, judged in without.items() if judged is not None and judged.flaky]
     if flaky:
         return Conclusion(False, f"flaky: the launches without {', '.join(flaky)} disagreed (try a larger --repeat)")
-    if len(culprit) > 1 and all(j is None or j.result is Result.UNRESOLVED for j in without.values()):
+    all_unresolved = all(j is None or j.result is Result.UNRESOLVED for j in without.values())
+    never_built = any(j is not None for j in without.values()) and all(
+        j is None or j.unbuildable for j in without.values()
+    )
+    if len(culprit) > 1 and all_unresolved and not never_built:  # an environment that cannot be built hides nothing
         return Conclusion(False, "every launch without one of these factors failed some other way")
     return Conclusion(True, "")
+
+
+def companions(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> list[tuple[str, tuple[str, ...]]]:
+    """(g, the rest) for each culprit factor without which the rest cannot even be installed: applied together."""
+    out = []
+    for g in culprit:
+        judged = known.get(frozenset(culprit) - {g})
+        if judged is not None and judged.unbuildable:
+            out.append((g, tuple(f for f in culprit if f != g)))
+    return out
 
 
 def suspects(factors: Sequence[str], known: Mapping[Probe, Judged]) -> tuple[str, ...]:

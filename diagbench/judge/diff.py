@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagbench.judge.cells import cell_counts
+from diagbench.judge.underneath import PhaseShift, Underneath, compare_environments, phase_shifts
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
@@ -72,6 +73,8 @@ class Changes:
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # hypothesis, before, after
     warnings: list[str] = field(default_factory=list)  # the runs are not of one experiment, as far as we can tell
     unchanged: list[tuple[str, CellState]] = field(default_factory=list)
+    underneath: Underneath = field(default_factory=Underneath)  # the server's environment, compared
+    phases: list[PhaseShift] = field(default_factory=list)  # start-up phases that moved beyond the noise
     hang_sites: list[tuple[str, str, str]] = field(default_factory=list)  # cell, sites before, sites after
 
     @property
@@ -90,6 +93,8 @@ def cell_states(records: Sequence[AttemptRecord]) -> dict[str, CellState]:
 
 def diff_runs(a: RunView, b: RunView) -> Changes:
     changes = Changes(warnings=_warnings(a, b))
+    changes.underneath = compare_environments(a.environment, b.environment)
+    changes.phases = phase_shifts(a.records, b.records)
     before, after = cell_states(a.records), cell_states(b.records)
     for cell in sorted(set(before) | set(after)):
         old, new = before.get(cell, CellState()), after.get(cell, CellState())

@@ -36,6 +36,7 @@ class RunView:
     violations: list[Violation]
     expectations: list[Expectation]
     provenance: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] | None = None  # the server's (manifest `environment`), None where not recorded
     log_tails: dict[str, str] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
     plan_unreadable: bool = False  # the manifest's `attempts` (the plan) could not be read whole
@@ -79,6 +80,7 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
         violations=check_expectations(manifest.expect, records),
         expectations=list(manifest.expect),
         provenance=dict(manifest.provenance or {}),
+        environment=dict(manifest.environment) if manifest.environment else None,
         log_tails={
             r.attempt: redactor.cut(log_tail(loaded.path / "cells" / r.attempt / "server.log")) for r in records
         },

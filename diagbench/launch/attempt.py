@@ -14,9 +14,11 @@ from typing import Any
 
 from diagbench.errors import LaunchError, WriteError
 from diagbench.launch.caches import compile_caches
+from diagbench.launch.cause import with_cause
 from diagbench.launch.command import build_command, build_env, probe_url
 from diagbench.launch.deaths import Death, Descendants
 from diagbench.launch.hang import HangCheck, faulthandler_env
+from diagbench.launch.load import price_launch
 from diagbench.launch.logfile import CappedLog, LogStats
 from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import Readiness
@@ -146,7 +148,7 @@ def run_attempt(
             reader = _Reader(proc, log, scanner, watch)
             hang = HangCheck(server, proc.pid, gpu_indices, folder, t0)
             supervisor = _Supervisor(server, lease.port, cancel_fd, planned, on_phase, hurry, hang)
-            decision, teardown = supervisor.supervise(proc, reader)
+            decision, teardown, price = supervisor.supervise(proc, reader)
         finally:
             stats = log.close()
         if log.error is not None:
@@ -155,7 +157,9 @@ def run_attempt(
         decision = _shell_could_not_start(decision) if server.shell else decision
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
-        return replace(record, phases=_timeline(watch.phases, t0, decision.at), **hang.fields())
+        record = with_cause(record, folder / "server.log", stats)
+        phases = _timeline(watch.phases, t0, decision.at)
+        return replace(record, phases=phases, price=price, **hang.fields())
 
 
 def _timeline(phases: list[PhaseEntered], t0: float, decided: float) -> list[PhaseChange]:
@@ -199,9 +203,9 @@ class _Supervisor:
     hurry: threading.Event | None
     hang: HangCheck
 
-    def supervise(self, proc: ServerProcess, reader: _Reader) -> tuple[Decision, Teardown]:
-        """Watch the server until decided, then (stacks first, if hung) stop its whole tree,
-        whatever happened."""
+    def supervise(self, proc: ServerProcess, reader: _Reader) -> tuple[Decision, Teardown, dict[str, Any] | None]:
+        """Watch the server until decided (and price it, when asked, once ready), then (stacks
+        first, if hung) stop its whole tree, whatever happened."""
         server, port = self.server, self.port
         request = server.ready_request
         readiness = Readiness(
@@ -220,12 +224,25 @@ class _Supervisor:
             reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
             redactor = server_redactor(server, [self.planned.cell.env], [self.planned.cell.args])
             self.hang.take(proc, decision, redactor)  # before teardown: the tree as it hung
+            price = self.price(reader) if decision.outcome is Outcome.READY else None
         finally:
             teardown = stop_tree(proc, server.grace, self.hurry)
             _drain(reader)
             proc.close()
             readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
-        return decision, teardown
+        return decision, teardown, price
+
+    def price(self, reader: _Reader) -> dict[str, Any] | None:
+        """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""
+        if self.server.price is None:
+            return None
+
+        def pump() -> bool:
+            reader.pump(after_decision=True)
+            return not reader.eof
+
+        url = probe_url(self.server.price.request.path, self.port)
+        return price_launch(url, self.server.price, self.cancel_fd, None if reader.eof else reader.server.pipe, pump)
 
 
 def _record(
@@ -283,7 +300,7 @@ def _watch(proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Sup
                     reader.pump()
                     if reader.eof:
                         sel.unregister(proc.pipe)
-                    for fd in descendants.refresh():  # it writes, so it may have started workers
+                    for fd in () if watch.decision else descendants.refresh():  # it writes: new workers?
                         sel.register(fd, selectors.EVENT_READ, "death")
                 elif key.data == "http":
                     _http_news(watch, readiness)

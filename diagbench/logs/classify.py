@@ -9,17 +9,19 @@ import select
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from diagbench.errors import UserError
 from diagbench.logs.decision import ReadyRule
 from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
+from diagbench.logs.reading import CAUSE_BELOW, SERVING, Reading, causes_of, refine
+from diagbench.logs.rootcause import Cause
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import Watch
-from diagbench.vocab import Outcome
+from diagbench.vocab import Evidence, Outcome
 
 CHUNK = 1 << 20  # a stream's reads
 
@@ -36,10 +38,24 @@ class Classification:
     lines: int
     bytes: int
     server: str | None = None  # given, or detected from the log's markers
+    cause: Cause | None = None  # the root cause the reader followed
+    ready: Evidence | None = None  # the ready line of a server that came up, then died
+
+    @property
+    def chain(self) -> str | None:
+        """The reading and the root cause under it: `failed:cuda_graph_capture <- oom:
+        torch.OutOfMemoryError: CUDA out of memory ... (L212)`."""
+        if self.cause is None:
+            return None
+        label = f"{self.outcome}:{self.failure_class}" if self.failure_class else self.outcome
+        return f"{label} <- {self.cause.failure_class}: {self.cause.text()}"
 
     def to_json(self) -> dict[str, Any]:
         """Exactly the shape of `diagbench schema classify`."""
         return {
+            "cause": self.cause.to_json() if self.cause else None,
+            "chain": self.chain,
+            "ready_line": self.ready.to_json() if self.ready else None,
             "outcome": self.outcome,
             "failure_class": self.failure_class,
             "secondary_classes": list(self.secondary_classes),
@@ -68,7 +84,33 @@ def classify_file(
                 break
         else:
             watch.end_of_log(0.0)
-        return _finish(watch, line_no, size)
+        found = _finish(watch, line_no, size)
+    return _read_again(found, path)
+
+
+def _read_again(found: Classification, path: Path) -> Classification:
+    """The watch's reading, with the root cause the log reports and its last state."""
+    evidence = Evidence(found.line_no, found.line or "") if found.line_no is not None else None
+    first = Reading(found.outcome, found.failure_class, found.secondary_classes, evidence, found.phase)
+    if found.outcome == "ready" and (found.signature or "").startswith("serving."):
+        first = replace(first, phase=SERVING)
+    upto = found.line_no + CAUSE_BELOW if found.outcome == "failed" and found.line_no else None  # else: all
+    got = refine(first, causes_of(path, upto, found.lines, found.bytes), found.lines)
+    if got == first:
+        return replace(found, phase=first.phase)
+    signature = found.signature if got.outcome == found.outcome else "rootcause"
+    return replace(
+        found,
+        outcome=got.outcome,
+        failure_class=got.failure_class,
+        secondary_classes=got.secondary_classes,
+        signature=signature,
+        line_no=got.evidence.line_no if got.evidence else None,
+        line=got.evidence.text if got.evidence else None,
+        phase=got.phase,
+        cause=got.cause,
+        ready=got.ready,
+    )
 
 
 def classify_stream(

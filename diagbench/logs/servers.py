@@ -1,4 +1,5 @@
-"""Which server wrote a log: the names diagbench knows, and detection from the log's markers.
+"""Which server wrote a log: detection from the log's markers (the names diagbench knows are
+in server_names.py, which the pack loader needs too).
 
 A server is given (`classify --server NAME`, spec `server.kind: NAME`) or detected: each
 built-in pack that belongs to a server has `marker` signatures, lines only that server
@@ -17,53 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagbench.errors import UserError
+from diagbench.logs.server_names import READY_ALSO
 from diagbench.logs.signatures import Kind, Signature
-
-SERVERS = {
-    "vllm": "vLLM",
-    "sglang": "SGLang",
-    "tgi": "Text Generation Inference",
-    "trtllm": "TensorRT-LLM (trtllm-serve, or Triton with the TensorRT-LLM backend)",
-    "llamacpp": "llama.cpp server (llama-server)",
-    "triton": "Triton Inference Server",
-    "ollama": "Ollama",
-    "lmdeploy": "LMDeploy",
-    "pytorch": "a PyTorch distributed launch (torchrun)",
-}
-ALIASES = {
-    "llama.cpp": "llamacpp",
-    "llama-cpp": "llamacpp",
-    "llama-server": "llamacpp",
-    "tritonserver": "triton",
-    "triton-server": "triton",
-    "tensorrt-llm": "trtllm",
-    "tensorrt_llm": "trtllm",
-    "trtllm-serve": "trtllm",
-    "text-generation-inference": "tgi",
-    "text-generation-launcher": "tgi",
-    "torchrun": "pytorch",
-}
-# a server whose ready lines are another's too: TensorRT-LLM served by Triton is ready when Triton is
-READY_ALSO = {"trtllm": ("triton",)}
-
-
-def known_server(word: str) -> str | None:
-    """The canonical name for `word` (case and a few common spellings forgiven), or None."""
-    key = word.strip().lower()
-    key = ALIASES.get(key, key)
-    return key if key in SERVERS else None
-
-
-def server_name(word: str) -> str:
-    """`known_server`, or a usage error that lists the names."""
-    if (name := known_server(word)) is None:
-        import difflib
-
-        close = difflib.get_close_matches(word.lower(), [*SERVERS, *ALIASES], n=1, cutoff=0.6)
-        hint = f"did you mean '{ALIASES.get(close[0], close[0])}'? " if close else ""
-        raise UserError(f"unknown server '{word}': {hint}(expected one of: {', '.join(SERVERS)})")
-    return name
 
 
 @dataclass

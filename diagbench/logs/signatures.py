@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diagbench.errors import SpecError
+from diagbench.errors import DiagbenchError, SpecError
 from diagbench.logs.cache import cached_packs, store_packs
 from diagbench.vocab import FAILURE_CLASSES, FailureClass
 
@@ -145,7 +146,15 @@ def expand(pattern: str) -> str:
 
 
 def _packs_folder() -> Path:
-    return Path(__file__).resolve().parent / "packs"  # installed as package data, next to this module
+    """The built-in packs: package data, found through importlib.resources as the schemas are.
+    A folder on disk (an installed wheel or a checkout): the pack cache and every message
+    name the file."""
+    folder = resources.files("diagbench.logs") / "packs"
+    if not isinstance(folder, Path):  # a zipped install: nothing to stat, cache or name
+        raise DiagbenchError(
+            f"the built-in signature packs are not files on disk ({folder}): install diagbench unzipped"
+        )
+    return folder
 
 
 def builtin_packs() -> list[str]:
@@ -190,7 +199,7 @@ def parse_pack(path: Path) -> list[Signature]:
 
 
 def server_of(src: Src) -> str:
-    from diagbench.logs.servers import SERVERS
+    from diagbench.logs.server_names import SERVERS
     from diagbench.yamlsrc import suggest
 
     word = src.string("a server name")

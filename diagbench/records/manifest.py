@@ -37,14 +37,12 @@ class PlannedEntry:
     repeat: int
     params: Mapping[str, str] | None = None  # absent in a hand-written manifest: the records' are used
     args: tuple[str, ...] | None = None
+    environment: Mapping[str, Any] | None = None  # the server's, where it differs from the run's
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat}
-        if self.params is not None:
-            data["params"] = dict(self.params)
-        if self.args is not None:
-            data["args"] = list(self.args)
-        return data
+        given = _present(params=self.params and dict(self.params), args=_plain(self.args))
+        given |= _present(environment=self.environment and dict(self.environment))
+        return {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat, **given}
 
     @classmethod
     def from_json(cls, data: Any) -> PlannedEntry:
@@ -57,6 +55,7 @@ class PlannedEntry:
             repeat=_whole(data.get("repeat"), "repeat"),
             params={str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else None,
             args=tuple(_text(a) for a in data["args"]) if "args" in data else None,
+            environment=data["environment"] if isinstance(data.get("environment"), dict) else None,
         )
 
 
@@ -74,12 +73,8 @@ class CellEntry:
         return CellRow(self.cell_id, self.params)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"cell_id": self.cell_id, "params": dict(self.params)}
-        if self.args is not None:
-            data["args"] = list(self.args)
-        if self.env is not None:
-            data["env"] = dict(self.env)
-        return data
+        given = _present(args=_plain(self.args), env=None if self.env is None else dict(self.env))
+        return {"cell_id": self.cell_id, "params": dict(self.params), **given}
 
     @classmethod
     def from_json(cls, data: Any) -> CellEntry:
@@ -106,6 +101,7 @@ class RunSettings:
     fail_fast: bool | None = None
     executor: Mapping[str, Any] | None = None  # the executor's own settings, `kind` first
     isolate: bool = False  # an isolation run (`diagbench isolate`): no plan ahead
+    triage: Mapping[str, Any] | None = None  # a triage run's own settings (`diagbench triage`): {first, price}
 
     @property
     def executor_kind(self) -> str | None:
@@ -136,6 +132,8 @@ class RunSettings:
             data |= {"stop_when_decided": self.stop_when_decided, "fail_fast": bool(self.fail_fast)}
         if self.executor is not None:
             data["executor"] = dict(self.executor)
+        if self.triage is not None:
+            data["triage"] = dict(self.triage)
         return data
 
     @classmethod
@@ -159,6 +157,7 @@ class RunSettings:
             fail_fast=data["fail_fast"] is True if "fail_fast" in data else None,
             executor=dict(executor) if isinstance(executor, dict) else None,
             isolate=data.get("isolate") is True,
+            triage=dict(data["triage"]) if isinstance(data.get("triage"), dict) else None,
         )
         try:
             parse_gpu_request(",".join(settings.gpus or ["all"]))  # checked here: resuming relies on it
@@ -360,9 +359,13 @@ def build_manifest(
     settings: RunSettings,
     provenance: Mapping[str, Any],
     isolation_factors: Sequence[Mapping[str, Any]] | None = None,
+    environment: tuple[Mapping[str, Any] | None, Mapping[str, Mapping[str, Any]]] = (None, {}),
 ) -> Manifest:
-    """Everything known before the first launch, hypotheses and their hash included (secrets blanked)."""
+    """Everything known before the first launch, hypotheses and their hash included (secrets blanked).
+
+    `environment`: the server's (launch/environment.py), and each attempt's where it differs."""
     redactor = spec_redactor(spec)
+    base, differing = environment
     manifest = Manifest(
         run_id=run_id,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -377,12 +380,20 @@ def build_manifest(
             CellEntry(c.id, dict(c.params), tuple(redactor.argv(c.args)), redactor.env(c.env)) for c in spec.cells
         ),
         attempts=tuple(
-            PlannedEntry(p.name, p.cell.id, p.repeat, dict(p.cell.params), tuple(redactor.argv(p.cell.args)))
+            PlannedEntry(
+                p.name,
+                p.cell.id,
+                p.repeat,
+                dict(p.cell.params),
+                tuple(redactor.argv(p.cell.args)),
+                differing.get(p.name),
+            )
             for p in planned
         ),
         options=settings,
         provenance=provenance,
         isolation_factors=None if isolation_factors is None else tuple(isolation_factors),
+        environment=base,
     )
     return Manifest.from_json(redactor.deep(manifest.to_json()))  # a known secret anywhere else (a URL) too
 

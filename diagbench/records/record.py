@@ -72,9 +72,11 @@ class AttemptRecord:
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
     executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
+    cause: dict[str, Any] | None = None  # the root cause the log reader followed: {type, message, line_no}
     stalled: bool = False  # ended early by server.stall: no log line and no work for that long
     stalled_after_s: float | None = None  # the quiet seconds when the stall was decided
     hang: dict[str, Any] | None = None  # {pid, name, thread, frames, site, files, notes}; null unless stacks were taken
+    price: dict[str, Any] | None = None  # a pricing load's figures, once ready (triage --price); see launch/load.py
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -94,6 +96,8 @@ class AttemptRecord:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["outcome"] = self.outcome.value
+        if data["price"] is None:  # only a priced launch (triage --price) has one
+            del data["price"]
         return data
 
     @classmethod

@@ -258,13 +258,21 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         env_changes=redactor.env(record.env_changes),
         reason=redactor.log(record.reason),
         evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
+        cause={**record.cause, "message": redactor.cut(str(record.cause.get("message", "")))} if record.cause else None,
         hang=redactor.deep(record.hang) if record.hang else None,  # frames and notes can carry argv
     )
 
 
 def redact_classification(result: Classification, redactor: Redactor) -> Classification:
-    """`classify`'s answer safe to print: its deciding line blanked (clipped, as a record's is)."""
-    return replace(result, line=None if result.line is None else redactor.cut(result.line))
+    """`classify`'s answer safe to print: its deciding line, its root cause's message and the
+    ready line before a death blanked (clipped, as a record's are)."""
+    cause, ready = result.cause, result.ready
+    return replace(
+        result,
+        line=None if result.line is None else redactor.cut(result.line),
+        cause=None if cause is None else replace(cause, message=redactor.cut(cause.message)),
+        ready=None if ready is None else replace(ready, text=redactor.cut(ready.text)),
+    )
 
 
 def redact(env: Mapping[str, str | None]) -> dict[str, str | None]:

@@ -22,6 +22,10 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
     if result.secondary_classes:
         lines.append(f"secondary: {', '.join(result.secondary_classes)}")
     lines.append(f"phase reached: {visible(result.phase or '-')}")
+    if result.chain:
+        lines.append(f"root cause: {visible(result.chain)}")
+    if result.ready is not None:
+        lines.append(f"came up first: line {result.ready.line_no}: {visible(result.ready.text)}")
     if not result.line_no:
         lines.append(f"no ready or failure line in {result.lines} lines")
         return lines

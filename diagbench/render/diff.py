@@ -11,6 +11,8 @@ from diagbench.judge.view import RunView
 
 def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
     lines = [f"{a.run_id} -> {b.run_id}", *(f"warning: {w}" for w in changes.warnings)]
+    lines.append(f"underneath: {changes.underneath.words}")
+    lines.extend(f"  cell {s.cell_id}: {s.words}" for s in changes.phases)
     if not changes.cells and not changes.verdicts and not changes.hang_sites:
         return "\n".join([*lines, "no change in outcomes or verdicts"])
     for c in changes.cells:
@@ -29,6 +31,12 @@ def diff_json(a: RunView, b: RunView, changes: Changes) -> str:
         "from": {"run_id": a.run_id, "path": str(a.path), "spec": a.spec_name, "spec_sha256": a.spec_sha256},
         "to": {"run_id": b.run_id, "path": str(b.path), "spec": b.spec_name, "spec_sha256": b.spec_sha256},
         "warnings": changes.warnings,
+        "environment": {
+            "changes": [c.to_json() for c in changes.underneath.changes],
+            "same": list(changes.underneath.same),
+            "unknown": changes.underneath.unknown or None,
+        },
+        "phases": [s.to_json() for s in changes.phases],
         "regressions": changes.regressions,
         "cells": [c.to_json() for c in changes.cells],
         "verdicts": [{"id": h, "before": old, "after": new} for h, old, new in changes.verdicts],

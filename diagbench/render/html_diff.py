@@ -15,6 +15,8 @@ def render_diff_html(a: RunView, b: RunView, changes: Changes) -> str:
         el("h1", None, f"{a.spec_name}: what changed"),
         el("p", {"class": "summary"}, el("code", None, a.run_id), " → ", el("code", None, b.run_id)),
         [el("p", {"class": "warning"}, "warning: ", w) for w in changes.warnings],
+        el("p", {"class": "underneath"}, "underneath: ", changes.underneath.words),
+        [el("p", {"class": "phase"}, f"cell {s.cell_id}: {s.words}") for s in changes.phases],
         el("p", {"class": "regression" if changes.regressions else "same"}, f"{changes.regressions} regression(s)"),
     )
     rows = [_row(c.cell_id, c.before, c.after, "REGRESSION" if c.regression else "→") for c in changes.cells]

@@ -12,9 +12,10 @@ from rich.status import Status as Spinner
 from rich.text import Text
 
 from diagbench.execute.slots import Slot
-from diagbench.isolate.factors import Factor
+from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.record import Isolation, Status, Step
 from diagbench.isolate.search import Result
+from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.fit import Column, fit
@@ -110,7 +111,10 @@ def answer(isolation: Isolation) -> list[tuple[str, str]]:
     lines = [(f"note: {note}", "dim") for note in isolation.notes]
     if isolation.status is not Status.BAD_BASELINE:
         lines.append((f"target: {isolation.target.label} (what the bad launch did)", ""))
-    if isolation.status is Status.FOUND:
+    if isolation.status is Status.FOUND and isolation.bisected:
+        name = isolation.culprit[0]
+        lines.append((f"first bad: {name} {isolation.first_bad} (last good: {isolation.last_good})", "bold red"))
+    elif isolation.status is Status.FOUND:
         lines.extend(_culprit_lines(isolation))
     elif isolation.status is Status.NOT_ISOLABLE:
         lines.append((f"not isolable: {isolation.reason}", "bold yellow"))
@@ -121,17 +125,37 @@ def answer(isolation: Isolation) -> list[tuple[str, str]]:
         lines.append((f"the baselines do not behave: {isolation.reason}", "bold red"))
     else:
         lines.append((isolation.reason, "bold yellow"))
-    lines.append((f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
+    if isolation.bisected:
+        lines.append((f"{isolation.launches} launches (a bisection of the published versions)", "dim"))
+    else:
+        lines.append((f"{isolation.launches} launches; " + costs(len(isolation.factors), isolation.repeat), "dim"))
     return lines
 
 
 def _culprit_lines(isolation: Isolation) -> list[tuple[str, str]]:
     factors = [isolation.factor(name) for name in isolation.culprit]
-    shown = ", ".join(f"{f.name} (good: {f.label(False)}, bad: {f.label(True)})" for f in factors)
+    shown = ", ".join(
+        f"{f.name} {f.label(False)} -> {f.label(True)}"
+        if f.kind is FactorKind.PACKAGE
+        else f"{f.name} (good: {f.label(False)}, bad: {f.label(True)})"
+        for f in factors
+    )
     lines = [(f"culprit: {shown}", "bold red")]
-    if len(factors) > 1:
+    lines.extend((f"({words})", "") for words in isolation.together)
+    if len(factors) > 1 and not isolation.together:
         lines.append(("guilty only together: the target needs every one of them, and none of the others", ""))
     return lines
+
+
+def build_line(what: str, built: Built) -> str:
+    """One probe environment as it is built: `environment (urllib3): built in 1.4 s`."""
+    if built.ok:
+        how = "found in the cache" if built.cached else f"built in {built.seconds:.1f} s"
+    else:
+        lines = built.error.splitlines() or ["it did not install"]
+        first = next((line for line in lines if "depends on" in line), lines[-1]).replace("cause: ", "")
+        how = f"does not install{' (known from the cache)' if built.cached else ''}: {first.strip()}"
+    return f"environment ({what}): {how}"
 
 
 class IsolationProgress:

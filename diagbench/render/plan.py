@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from diagbench.judge.decide import NOTHING_TO_DECIDE
+from diagbench.render.environment import environment_lines
 from diagbench.sensitive import REDACTED
 from diagbench.spec.plan import Plan
 
 
-def render_plan(plan: Plan) -> str:
+def render_plan(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:
     port_word = "a free port per cell" if plan.port is None else str(plan.port)
     lines = [
         f"{plan.spec_name}: {len(plan.cells)} of {plan.cells_total} cell(s); port: {port_word}; cwd: {plan.cwd}",
@@ -49,10 +50,12 @@ def render_plan(plan: Plan) -> str:
         for n, item in enumerate(plan.launch_order, 1):
             what = ", ".join(item.decides) if item.decides else f"skipped ({NOTHING_TO_DECIDE})"
             lines.append(f"  {n:>3}. {item.attempt}: {what}")
+    if environment is not None:
+        lines += ["", "the server's environment (as `run` records it):", *environment_lines(environment)]
     return "\n".join(lines)
 
 
-def plan_json(plan: Plan) -> str:
+def plan_json(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:
     """`plan --json`: the same plan as data, one object."""
     data: dict[str, Any] = {
         "spec": plan.spec_name,
@@ -91,6 +94,7 @@ def plan_json(plan: Plan) -> str:
         "launch_order": None
         if plan.launch_order is None
         else [{"attempt": a.attempt, "decides": list(a.decides)} for a in plan.launch_order],
+        **({"environment": environment} if environment is not None else {}),
     }
     return json.dumps(data, indent=2) + "\n"
 

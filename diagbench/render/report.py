@@ -38,8 +38,18 @@ _STAMP = re.compile(r"^(L\d+: )\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own 
 
 def deciding_line(record: AttemptRecord) -> str:
     if record.evidence:
-        return f"{_at(record.evidence.line_no)}{_clip(record.evidence.text)}"
-    return record.reason
+        return f"{_at(record.evidence.line_no)}{_clip(record.evidence.text)}{_because(record)}"
+    return record.reason + _because(record)
+
+
+def _because(record: AttemptRecord) -> str:
+    """` <- torch.OutOfMemoryError: CUDA out of memory (L212)`: the root cause under it,
+    where it is another line than the deciding one."""
+    cause = record.cause
+    if not cause or (record.evidence and cause.get("line_no") == record.evidence.line_no):
+        return ""
+    said = f"{cause.get('type')}: {cause.get('message')}" if cause.get("message") else str(cause.get("type"))
+    return f" <- {_clip(said, 70)} (L{cause.get('line_no')})"
 
 
 def _at(line_no: int) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from diagbench.errors import UserError
 
-NAMES = ("spec", "result", "verdicts", "manifest", "classify", "isolation")
+NAMES = ("spec", "result", "verdicts", "manifest", "classify", "isolation", "triage")
 
 
 def schema_text(name: str) -> str:

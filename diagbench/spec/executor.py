@@ -12,6 +12,7 @@ executor:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
@@ -67,7 +68,7 @@ class ExecutorSpec:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": self.resolved_kind.value,
+            "kind": str(self.resolved_kind),
             "partition": self.partition,
             "args": list(self.args),
             "time_s": self.time,
@@ -117,6 +118,11 @@ def _kind(src: Src) -> ExecutorKind:
 
 def _words(src: Src, what: str) -> tuple[str, ...]:
     return tuple(item.string(what) for item in src.items_or_one())
+
+
+def command_line_settings(kind: str | None, values: Mapping[str, Any]) -> ExecutorSpec:
+    """The command line's executor settings, by the keys the plugins' options set."""
+    return command_line_executor(kind, values.get("partition"), values.get("args"), values.get("time"))
 
 
 def command_line_executor(

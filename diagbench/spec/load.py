@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from diagbench.errors import SpecError, UserError
-from diagbench.logs.servers import READY_ALSO, SERVERS, known_server
+from diagbench.logs.server_names import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
@@ -20,7 +20,7 @@ from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
-from diagbench.spec.ready import Ready, ReadyRequest, parse_ready
+from diagbench.spec.ready import PriceLoad, Ready, ReadyRequest, parse_ready
 from diagbench.vocab import FailureClass
 from diagbench.yamlsrc import Src, load_document, suggest
 
@@ -81,6 +81,7 @@ class ServerSpec:
     stall: float | None = None  # no log line and no work in the tree for this long: a stalled timeout
     stacks: str = STACKS_DEFAULT  # when the tree's stacks are taken: on-timeout | always | never
     faulthandler: bool = False  # Python servers dump their own stacks on SIGUSR2 (server.stacks: faulthandler)
+    price: PriceLoad | None = None  # a short load sent once ready, before teardown (triage --price)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,24 @@ def _json_body(src: Src) -> Any:
         raise src.error(f"not valid JSON: {exc.msg} at character {exc.pos}", "write it as a YAML mapping") from None
 
 
+def parse_request(src: Src) -> ReadyRequest:
+    """A request written like `ready.request` (a triage's pricing request reads the same)."""
+    return _parse_request(src)
+
+
+DEFAULT_PRICE_BUDGET_S = 120.0  # a pricing load never holds a launch longer than this
+
+
+@dataclass(frozen=True)
+class PriceLoad:
+    """A short load sent once a launch is ready, before its teardown: `count` requests, one
+    after another, within `budget_s` (what triage's `--price N` measures per remedy)."""
+
+    request: ReadyRequest
+    count: int
+    budget_s: float = DEFAULT_PRICE_BUDGET_S
+
+
 LAST_LINE_CHARS = 160  # a timeout's reason quotes the log's last line up to this
 READY_FIX = "add `ready: {log: ...}` or `{http: /}`"
 ISOLATE_READY_FIX = f"{READY_FIX} (isolate: --ready REGEX or --http PATH)"

@@ -12,22 +12,15 @@ from pathlib import Path
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
+from diagbench.execute.remote.files import JOB_FILE, PROGRESS_FILE, JobFile
+from diagbench.execute.remote.follow import Follow
 from diagbench.execute.scheduler import Gate
 from diagbench.execute.slots import Slot
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.board import JobBoard
 from diagbench.execute.slurm.commands import SlurmRejected
-from diagbench.execute.slurm.follow import Follow
-from diagbench.execute.slurm.jobs import (
-    JOB_FILE,
-    OUTPUT_FILE,
-    PROGRESS_FILE,
-    SCRIPT_FILE,
-    JobFile,
-    SlurmSettings,
-    job_name,
-    job_script,
-)
+from diagbench.execute.slurm.jobs import OUTPUT_FILE, SCRIPT_FILE, SlurmSettings, job_name, job_script
+from diagbench.execute.slurm.queue import SlurmQueue
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
@@ -89,7 +82,8 @@ class SlurmExecutor:
         self.board.track(job_id)
         try:
             grace, limit = self.spec.server.grace, self.settings.walltime_s
-            follow = Follow(item, job_id, folder, self.board, grace, cancel, events, self.still_matters, limit)
+            queue = SlurmQueue(self.board)
+            follow = Follow(item, job_id, folder, queue, grace, cancel, events, self.still_matters, limit)
             record = follow.until_record()
         finally:
             self.board.forget(job_id)

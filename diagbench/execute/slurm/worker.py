@@ -1,80 +1,22 @@
-"""The node's side: run one attempt with the very code a local run uses, and record it in
-the shared run directory (`diagbench worker RUN_DIR ATTEMPT`, started by the job script)."""
+"""The worker a Slurm job runs (`diagbench worker RUN_DIR ATTEMPT`): the generic worker
+(execute/remote/worker.py), told where it runs by the job's environment."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
-import time
 from pathlib import Path
-from typing import Any
 
-from diagbench.errors import UserError
-from diagbench.execute.cancel import Cancel, stop_on_signals
-from diagbench.execute.slurm.jobs import JobFile, Progress
-from diagbench.launch.attempt import PhaseCallback, run_attempt
-from diagbench.launch.tags import Tag, current_scope, me, new_nonce
-from diagbench.logs.scan import Scanner
-from diagbench.records.record import AttemptRecord, not_launched
-from diagbench.records.redact import redact_record, server_redactor
-from diagbench.records.store import RunDir
-from diagbench.spec.load import load_spec
-from diagbench.spec.plan import PlannedAttempt
-from diagbench.vocab import Outcome
+from diagbench.execute.remote.worker import Site
+from diagbench.execute.remote.worker import run_worker as run_remote
+from diagbench.records.record import AttemptRecord
 
 SIGTERM_REASON = "stopped by SIGTERM from Slurm (scancel, preemption or the job's time limit)"
 
 
 def run_worker(run_dir: Path, attempt: str) -> AttemptRecord:
-    """Run the attempt the job file names, write its result.json, and return the record."""
-    folder = run_dir / "cells" / attempt
-    job = JobFile.read(folder)
-    job_id = os.environ.get("SLURM_JOB_ID", job.job_id or "")
-    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    """Run the attempt in this Slurm job, and record it."""
     gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-    progress = Progress(job_id, node, gpus, "starting", time.time())
-    progress.write(folder)
-    stop = Cancel()
-
-    def on_phase(_item: PlannedAttempt, phase: str) -> None:
-        nonlocal progress
-        progress = dataclasses.replace(progress, phase=phase)
-        progress.write(folder)
-
-    try:
-        with stop_on_signals(stop):  # SIGTERM: tear down on the grace deadline; a second one hurries
-            record = _run(job, folder, stop, on_phase)
-    finally:
-        stop.close()
-    where: dict[str, Any] = {"kind": "slurm", "job_id": job_id, "node": node, "gpus": gpus}
-    if job.submitted_at is not None:  # the cluster's queue plus the worker's start, for the record
-        where["queued_s"] = round(progress.started_at - job.submitted_at, 3)
-    record = dataclasses.replace(record, executor=where)
-    if stop.interrupted and record.outcome in (Outcome.CANCELLED, Outcome.CRASHED):
-        # the server got Slurm's SIGTERM too and may have died of it first: not a crash
-        record = dataclasses.replace(record, outcome=Outcome.CANCELLED, reason=SIGTERM_REASON, failure_class=None)
-    RunDir(run_dir).write_result(record)
-    return record
-
-
-def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> AttemptRecord:
-    """The attempt itself; a spec the node cannot use is a launch error, a bug is a bug."""
-    try:
-        spec = load_spec(Path(job.spec_path))
-        if spec.sha256 != job.spec_sha256:
-            raise UserError(f"{job.spec_path} changed since the run started (its sha256 differs)")
-        cells = {c.id: c for c in spec.cells}
-        if job.cell_id not in cells:
-            raise UserError(f"{job.spec_path} has no cell {job.cell_id}")
-        planned = PlannedAttempt(cells[job.cell_id], job.repeat)
-        scanner = Scanner(spec.server.signatures)
-        run_dir = folder.parent.parent.resolve()
-        tag = Tag(new_nonce(), job.attempt, me(), run_dir, current_scope())  # this worker owns the tree
-        record = run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
-        secrets = server_redactor(spec.server, [planned.cell.env], [planned.cell.args])
-        return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
-    except UserError as exc:
-        return not_launched(job, Outcome.LAUNCH_ERROR, f"the node could not start the attempt: {exc}")
-    except Exception as exc:  # diagbench's own failure on the node: recorded as such, never as the server's  # noqa: BLE001
-        return not_launched(job, Outcome.INTERNAL_ERROR, f"diagbench failed on the node: {type(exc).__name__}: {exc}")
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    site = Site("slurm", os.environ.get("SLURM_JOB_ID", ""), node, SIGTERM_REASON, gpus)
+    return run_remote(run_dir, attempt, site)

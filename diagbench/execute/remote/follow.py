@@ -1,5 +1,6 @@
-"""Following one submitted job to its record: show where it is, stop it when asked or when
-it can no longer matter, and when it ends without a record, say so in Slurm's words."""
+"""Following one submitted job to its record, whatever the scheduler: show where it is, stop
+it when asked or when it can no longer matter, and when it ends without a record, say so in
+the scheduler's words. The scheduler is a `Queue` (Slurm's: execute/slurm/queue.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from diagbench.errors import RecordError
 from diagbench.execute.cancel import INTERRUPTED, Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.slurm import commands
-from diagbench.execute.slurm.board import JobBoard
-from diagbench.execute.slurm.commands import JobState, limit_seconds
-from diagbench.execute.slurm.jobs import PROGRESS_FILE, Progress, output_tail
+from diagbench.execute.remote.files import PROGRESS_FILE, Progress
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
@@ -26,12 +25,68 @@ LOOK_EVERY_S = 0.5  # how often the run directory is looked at for the worker's 
 STOP_MARGIN_S = 20.0  # after the worker's grace: then the whole job is cancelled
 # a record a node wrote may show up late on a network file system (attribute caches)
 RECORD_LAG_S = 10.0
-FINAL_STATE_WAIT_S = 15.0  # a job whose worker recorded a cancel: how long to wait for Slurm's final word
-# how Slurm's end states without a record are recorded; anything else is a launch error
-_CANCEL_STATES = ("CANCELLED", "PREEMPTED")
-
+FINAL_STATE_WAIT_S = 15.0  # a job whose worker recorded a cancel: how long to wait for the scheduler's final word
 # a reason not to run this attempt any more, given the records so far (the scheduler's Gate)
 StillMatters = Callable[[PlannedAttempt], "str | None"]
+
+
+class JobState(Protocol):
+    """What the scheduler says of one job (Slurm's: execute/slurm/commands.JobState)."""
+
+    @property
+    def state(self) -> str: ...  # the scheduler's word: RUNNING, TIMEOUT, CANCELLED, ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def limit(self) -> str: ...  # its time limit in the scheduler's words ("" if not said)
+
+    @property
+    def active(self) -> bool: ...  # it may still leave the queue on its own
+
+    @property
+    def running(self) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+class Queue(Protocol):
+    """A scheduler, as following a job needs it."""
+
+    kind: str  # the executor's kind, in the records it writes
+    name: str  # in messages: "Slurm job 31 ended ..."
+
+    def state(self, job_id: str) -> JobState | None:
+        """The job's latest state; None when the scheduler cannot say now (ask again later)."""
+        ...
+
+    def limit_s(self, state: JobState) -> float | None:
+        """The job's time limit as the scheduler says it, if it does."""
+        ...
+
+    def stop_worker(self, job_id: str) -> None:
+        """Ask the worker to tear its server down and record (it has its grace)."""
+        ...
+
+    def kill(self, job_id: str) -> None:
+        """End the job outright (still queued, or its worker overran its grace)."""
+        ...
+
+    def ended_as(self, state: JobState) -> Outcome:
+        """How a job that ended in `state` is recorded: CANCELLED, TIMEOUT, or LAUNCH_ERROR."""
+        ...
+
+    def completed(self, state: JobState) -> bool:
+        """It ended on its own (its worker's record stands)."""
+        ...
+
+    def output_tail(self, folder: Path) -> str:
+        """The last lines the job itself wrote, with where they come from (`slurm.out: ...`)."""
+        ...
 
 
 @dataclasses.dataclass
@@ -50,16 +105,16 @@ class Follow:
         item: PlannedAttempt,
         job_id: str,
         folder: Path,
-        board: JobBoard,
+        queue: Queue,
         grace_s: float,
         cancel: Cancel,
         events: RunEvents,
         still_matters: StillMatters,
         limit_s: float,
     ):
-        self.item, self.job_id, self.folder, self.board = item, job_id, folder, board
+        self.item, self.job_id, self.folder, self.queue = item, job_id, folder, queue
         self.grace_s, self.cancel, self.events, self.still_matters = grace_s, cancel, events, still_matters
-        self.limit_s = limit_s  # the job's time limit: as asked, then as Slurm says (a --slurm-arg=--time wins)
+        self.limit_s = limit_s  # the job's time limit: as asked, then as the scheduler says (its own option wins)
         self.stop: _Stop | None = None
         self.shown = ""
         self.worker_seen = False
@@ -73,10 +128,10 @@ class Follow:
             record = self._record()
             if record is not None:
                 return self._settle(record)
-            state = self.board.state(self.job_id)
+            state = self.queue.state(self.job_id)
             self._show(state)
-            if state is not None and state.limit:
-                self.limit_s = limit_seconds(state.limit) or self.limit_s
+            if state is not None:
+                self.limit_s = self.queue.limit_s(state) or self.limit_s
             if state is not None and not state.active:
                 return self._ended(state)
             self._maybe_stop(state)
@@ -97,28 +152,28 @@ class Follow:
         if record.outcome is not Outcome.CANCELLED:
             return record  # a real outcome stands, even if a stop was on its way
         if self.stop is not None:
-            reason = f"{self.stop.reason} (diagbench stopped Slurm job {self.job_id})"
+            reason = f"{self.stop.reason} (diagbench stopped {self.queue.name} job {self.job_id})"
             return dataclasses.replace(record, outcome=self.stop.outcome, reason=reason)  # its log and teardown kept
-        # the worker was signalled by someone else: Slurm's final word says by what
+        # the worker was signalled by someone else: the scheduler's final word says by what
         state = self._final_state()
-        if state is None or state.state == "COMPLETED":
+        if state is None or self.queue.completed(state):
             return record
-        if state.state == "TIMEOUT":  # it ran, and Slurm ended it: its log and teardown are kept
+        outcome = self.queue.ended_as(state)
+        if outcome is Outcome.TIMEOUT:  # it ran, and the scheduler ended it: its log and teardown are kept
             return dataclasses.replace(record, outcome=Outcome.TIMEOUT, reason=self._timed_out(record.phase))
-        outcome = Outcome.CANCELLED if state.state in _CANCEL_STATES else Outcome.LAUNCH_ERROR
         return dataclasses.replace(record, outcome=outcome, reason=self._ended_words(state, with_record=True))
 
     def _final_state(self) -> JobState | None:
         deadline = time.monotonic() + FINAL_STATE_WAIT_S
         while time.monotonic() < deadline:
-            state = self.board.state(self.job_id)
+            state = self.queue.state(self.job_id)
             if state is not None and not state.active:
                 return state
             time.sleep(LOOK_EVERY_S)
         return None
 
     def _ended(self, state: JobState) -> AttemptRecord:
-        """The job left the queue: its record (late on a shared file system), or Slurm's words."""
+        """The job left the queue: its record (late on a shared file system), or the scheduler's words."""
         deadline = time.monotonic() + (RECORD_LAG_S if self.worker_seen else LOOK_EVERY_S)
         while time.monotonic() < deadline:
             record = self._record()
@@ -127,11 +182,14 @@ class Follow:
             time.sleep(LOOK_EVERY_S)
         self.node = self.node or state.node
         if self.stop is not None:
-            return self._not_run(self.stop.outcome, f"{self.stop.reason} (Slurm job {self.job_id} {state.state})")
-        if state.state == "TIMEOUT" and self._worker_started():  # killed before it could write a record
+            return self._not_run(
+                self.stop.outcome, f"{self.stop.reason} ({self.queue.name} job {self.job_id} {state.state})"
+            )
+        outcome = self.queue.ended_as(state)
+        if outcome is Outcome.TIMEOUT and self._worker_started():  # killed before it could write a record
             phase = self.progress.phase if self.progress is not None else None
             return dataclasses.replace(self._not_run(Outcome.TIMEOUT, self._timed_out(phase)), phase=phase)
-        outcome = Outcome.CANCELLED if state.state in _CANCEL_STATES else Outcome.LAUNCH_ERROR
+        outcome = Outcome.LAUNCH_ERROR if outcome is Outcome.TIMEOUT else outcome
         return self._not_run(outcome, self._ended_words(state, with_record=False))
 
     def _worker_started(self) -> bool:
@@ -140,22 +198,23 @@ class Follow:
 
     def _timed_out(self, phase: str | None) -> str:
         where = f"in phase {phase}" if phase and phase != "starting" else "before its first phase"
-        return f"the Slurm job's time limit ({write_duration(self.limit_s)}) ended it {where} (job {self.job_id})"
+        limit = write_duration(self.limit_s)
+        return f"the {self.queue.name} job's time limit ({limit}) ended it {where} (job {self.job_id})"
 
     def _ended_words(self, state: JobState, with_record: bool) -> str:
-        words = f"Slurm job {self.job_id} ended {state.describe()}"
+        words = f"{self.queue.name} job {self.job_id} ended {state.describe()}"
         if state.state == "CANCELLED":
             words += ", cancelled outside diagbench"
         if not with_record:
             words += " without a record"
-            tail = output_tail(self.folder)
+            tail = self.queue.output_tail(self.folder)
             if tail:
-                words += f"; slurm.out: {tail}"
+                words += f"; {tail}"
         return words
 
     def _not_run(self, outcome: Outcome, reason: str) -> AttemptRecord:
         record = not_launched(self.item, outcome, reason)
-        return dataclasses.replace(record, executor={"kind": "slurm", "job_id": self.job_id, "node": self.node})
+        return dataclasses.replace(record, executor={"kind": self.queue.kind, "job_id": self.job_id, "node": self.node})
 
     # -- showing and stopping --------------------------------------------------------
 
@@ -192,7 +251,7 @@ class Follow:
                 self._ask_stop(Outcome.SKIPPED, reason, state)
         elif not self.stop.forced and (self.cancel.urgent.is_set() or self._overdue()):
             self.stop.forced = True  # hurried (a second Ctrl-C), or the worker's teardown overran
-            commands.cancel([self.job_id])
+            self.queue.kill(self.job_id)
 
     def _overdue(self) -> bool:
         return self.stop is not None and time.monotonic() - self.stop.at > self.grace_s + STOP_MARGIN_S
@@ -201,9 +260,9 @@ class Follow:
         self.stop = _Stop(outcome, reason, time.monotonic())
         started = self._progress() is not None  # looked at now: the last look may be half a second old
         if started or (state is not None and state.running):
-            commands.signal_worker([self.job_id])  # the worker tears down on its own grace, and records
+            self.queue.stop_worker(self.job_id)  # the worker tears down on its own grace, and records
         else:
-            commands.cancel([self.job_id])  # still queued: nothing runs yet
+            self.queue.kill(self.job_id)  # still queued: nothing runs yet
 
     def _pause(self) -> None:
         if self.cancel.is_set():

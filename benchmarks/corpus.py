@@ -1,0 +1,61 @@
+"""The corpus in one run: the whole of it, leave-thread-out, and the signatures one log needs.
+
+    python benchmarks/corpus.py
+
+- whole: every labelled log (tests/corpus: the first 92, and batch 2's 100) classified as
+  `classify` would;
+- leave-thread-out: each log classified again without the signatures whose `source:` cites
+  its own thread (a signature fitted to a log earns nothing on it);
+- false ready: a failed or stalled launch called ready, the worst mistake (it must be 0);
+- signatures: how many there are, and how many match lines of exactly one corpus log (a
+  sign of a signature fitted to that log) or of none.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_corpus import CORPUS, ITEMS, SIGS, Scored, held_out, score  # noqa: E402
+
+from diagbench.logs.lines import split_lines  # noqa: E402
+from diagbench.logs.signatures import Signature  # noqa: E402
+
+
+def figures(name: str, scored: list[Scored]) -> str:
+    parts = []
+    for label, part in (("first 92", "first"), ("batch 2", "b2"), ("all", "all")):
+        mine = [s for s in scored if part == "all" or (s.item["id"].startswith("b2-")) == (part == "b2")]
+        right = sum(s.right for s in mine)
+        parts.append(f"{label} {right}/{len(mine)} ({right / len(mine):.1%})")
+    false_ready = sum(s.got.outcome == "ready" and s.item["outcome"] != "ready" for s in scored)
+    return f"  {name:17} " + ", ".join(parts) + f"; false ready {false_ready}"
+
+
+def usage(signatures: list[Signature]) -> dict[str, int]:
+    """For each signature, how many corpus logs hold a line it matches."""
+    texts = [split_lines((CORPUS / item["file"]).read_bytes()) for item in ITEMS]
+    return {sig.id: sum(any(sig.compiled.search(line) for line in lines) for lines in texts) for sig in signatures}
+
+
+def main() -> None:
+    scored = score()
+    held = held_out(scored)
+    print(f"== corpus: {len(ITEMS)} real launch logs from public threads")
+    print(figures("whole", scored))
+    print(figures("leave-thread-out", held))
+    used = usage(SIGS)
+    failures = [s for s in SIGS if s.kind.value == "failure"]
+    one = sorted(s for s, n in used.items() if n == 1)
+    print(
+        f"== signatures: {len(SIGS)} ({len(failures)} failure lines); matched by exactly one corpus log: {len(one)}; "
+        f"by none: {sum(n == 0 for n in used.values())}"
+    )
+    print("  one-log signatures: " + ", ".join(one))
+
+
+if __name__ == "__main__":
+    main()

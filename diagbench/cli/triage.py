@@ -1,0 +1,132 @@
+"""`diagbench triage` and `diagbench remedies`: from one failing command line to the cheapest launch that works."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from diagbench.cli.app import app, err, guarded, out, write_report
+from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.triage.problem import TriageProblem
+    from diagbench.triage.run import TriageResult
+
+TRIAGE_EXIT_CODES = (
+    "\b\nExit codes: 0 a working launch found (or the command comes up as it is); 1 none found, or no\n"
+    "remedy is known for the failure; 2 bad usage; 3 diagbench failed; 130 interrupted."
+)
+
+
+@app.command(epilog=TRIAGE_EXIT_CODES)
+def triage(
+    command: Annotated[str, typer.Argument(metavar="CMD", help="the failing command line, with {port}")],
+    server: Annotated[
+        str | None, typer.Option(help="the server (vllm, sglang, ...; default: from CMD or its log)")
+    ] = None,
+    first: Annotated[bool, typer.Option("--first", help="stop at the first remedy that comes up")] = False,
+    price: Annotated[
+        int, typer.Option(min=0, metavar="N", help="send N requests to each launch that comes up, and measure")
+    ] = 0,
+    remedies: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="a remedies file that adds to or overrides the built-in ones"),
+    ] = None,
+    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
+    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
+    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
+    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
+    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
+    repeat: Annotated[int, typer.Option(min=1, help="launches per remedy; disagreeing ones are flaky")] = 1,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'triage'")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print triage.json")] = False,
+) -> None:
+    """Launch a failing command, then the remedies known for its failure; recommend the cheapest that works."""
+    from diagbench.cli.isolate import _rules, _sweep_first
+    from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.render.triage import TriageProgress
+    from diagbench.spec.gpus import gpu_request_option
+    from diagbench.triage.problem import from_command
+    from diagbench.triage.run import TriageOptions, triage_slots
+    from diagbench.triage.run import triage as run_triage
+
+    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
+    problem = guarded(lambda: from_command(command, server, rules, remedies or [], price, Path.cwd()))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    options = TriageOptions(runs_dir, run_id, repeat, parallel, request, first)
+    slots = guarded(lambda: triage_slots(problem, options))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    options = dataclasses.replace(options, slots=slots)
+    console = err if as_json else out
+    cancel = Cancel()
+    # a signal stops the triage in order: running launches are torn down and recorded,
+    # triage.json is written, and it exits 130 (a second signal hurries it)
+    with stop_on_signals(cancel):
+        _sweep_first(cancel)
+        progress = TriageProgress(console)
+        try:
+            result = guarded(lambda: run_triage(problem, options, progress, cancel))
+        finally:
+            progress.close()
+    _write_report(result, problem)
+    _finish(result, as_json)
+
+
+def _write_report(result: TriageResult, problem: TriageProblem) -> None:
+    from diagbench.judge.view import view_of
+    from diagbench.records.redact import spec_redactor
+    from diagbench.records.store import load_run
+    from diagbench.render.triage import triage_html
+
+    path = result.run_dir.path
+    view = guarded(lambda: view_of(load_run(path), spec_redactor(problem.spec)))
+    guarded(lambda: write_report(path / "report.html", triage_html(view, result.triage), "w", path))
+
+
+def _finish(result: TriageResult, as_json: bool) -> NoReturn:
+    from diagbench.render.triage import render_triage
+
+    found = result.triage
+    if as_json:
+        sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
+    else:
+        out.print(render_triage(found))
+    if found.status.exit_code != ExitCode.OK and found.reason:
+        err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
+    if result.harness_errors:
+        for line in result.harness_errors:
+            err.print(f"diagbench failed in {line}", markup=False)
+        raise typer.Exit(ExitCode.HARNESS)
+    raise typer.Exit(found.status.exit_code)
+
+
+@app.command("remedies")
+def list_remedies(
+    server: Annotated[str | None, typer.Option(help="only this server's (vllm, sglang, ...)")] = None,
+    failure_class: Annotated[
+        str | None, typer.Option("--class", metavar="C", help="only those for this failure class or signature id")
+    ] = None,
+    remedies: Annotated[list[Path] | None, typer.Option(metavar="FILE", help="a remedies file to add")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON list")] = False,
+) -> None:
+    """List the remedies triage knows, with what each gives up and where the advice comes from."""
+    from diagbench.render.triage import remedies_json, render_remedies
+    from diagbench.triage.remedies import select_remedies
+
+    chosen = guarded(lambda: select_remedies(server, failure_class, remedies or []))
+    if as_json:
+        sys.stdout.write(remedies_json(chosen))
+    else:
+        out.print(render_remedies(chosen))

@@ -1,0 +1,38 @@
+"""A finished attempt's root cause, read once from its server.log after the teardown: the
+live watch never pays for the root-cause reader per line."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from diagbench.launch.logfile import LogStats
+from diagbench.logs.reading import CAUSE_BELOW, Reading, causes_of, refine
+from diagbench.logs.rootcause import root_of
+from diagbench.records.record import AttemptRecord
+from diagbench.vocab import Outcome
+
+
+def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptRecord:
+    """A failed or crashed launch's root cause, read once from server.log after the teardown
+    (never on the per-line path): a generic failure takes the root's class, a named one
+    keeps its class and gains the root's as secondary (logs/reading.py)."""
+    if record.outcome not in (Outcome.FAILED, Outcome.CRASHED) or stats.truncated:
+        return record  # a capped log's line numbers are not the stream's
+    try:
+        line_no = record.evidence.line_no if record.evidence else 0
+        causes = causes_of(log, line_no + CAUSE_BELOW if record.outcome is Outcome.FAILED and line_no else None)
+    except OSError:
+        return record
+    first = Reading("failed", record.failure_class, tuple(record.secondary_classes), record.evidence, record.phase)
+    got = refine(first, causes, record.log_lines) if record.evidence else replace(first, cause=root_of(causes))
+    if got.cause is None:
+        return record
+    if record.outcome is Outcome.CRASHED:  # it exited before ready: its class stays as the watch said
+        return replace(record, cause=got.cause.to_json())
+    return replace(
+        record,
+        failure_class=got.failure_class,
+        secondary_classes=list(got.secondary_classes),
+        cause=got.cause.to_json(),
+    )

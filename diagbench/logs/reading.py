@@ -1,0 +1,154 @@
+"""The last word on a finished log: the watch's decision, read again with the root cause.
+
+- A failure a pack named stays primary; the root cause under it becomes its secondary class
+  (capture failed *because of* an OOM). A generic wrapper (class `other`) takes the root's
+  class: "Engine core initialization failed" over an `ImportError` is an import error.
+- An undecided log that reports an error (a traceback, a native report), or whose last lines
+  log an error record, is failed with the error's class.
+- The last state wins: a log that reached its ready line or its serving phase and then
+  died (a native crash, a killed process, a GPU error outside a request) is failed, with
+  `phase: serving` and its ready line kept; handled tracebacks, request errors and a clean
+  shutdown after it leave it ready.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections import deque
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from diagbench.logs.lines import count_endings, read_blocks, split_lines
+from diagbench.logs.rootcause import DEATHS, ENDING, Cause, read, root_of
+from diagbench.vocab import Evidence
+
+TAIL = 1 << 20  # the root cause is read in the last MB before the decision (or the log's end)
+BLOCK = 1 << 20
+CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
+SERVING = "serving"
+LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) or show the shell's prompt failed
+# after a ready line, only these end a server: a process killed or crashed, a native runtime's
+# fatal report, a GPU fault (a request's Python exception is handled by the server)
+FATAL_KINDS = ("signal", "shell", "kernel", "C++", "Rust panic", "Go panic", "Go fatal error", "glog fatal")
+FATAL_CLASSES = ("killed", "segfault", "illegal_memory_access", "nccl")
+_HANDLED = ("Exception in ASGI application", "Error in request", "Exception on /", "Traceback in request")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What classify says about a finished log."""
+
+    outcome: str  # ready | failed | unknown
+    failure_class: str | None
+    secondary_classes: tuple[str, ...]
+    evidence: Evidence | None
+    phase: str | None
+    cause: Cause | None = None
+    ready: Evidence | None = None  # the ready line of a server that came up, then died
+
+
+def causes_of(path: Path, upto: int | None = None, lines: int | None = None, size: int | None = None) -> list[Cause]:
+    """Every error in the log at `path`, in its lines up to `upto` (all when None), of their
+    last TAIL bytes. `lines` and `size`: what a scan already read of it (its first `size`
+    bytes hold `lines` lines), so the part wanted is found by a seek, not a second read."""
+    with open(path, "rb") as handle:
+        end = os.fstat(handle.fileno()).st_size if size is None else size
+        start = max(0, end - TAIL)
+        handle.seek(start)
+        data = handle.read(end - start)
+        if start:
+            data = data[data.find(b"\n") + 1 :]  # from a whole line
+        first = 1 if not start else (lines or 0) - count_endings(data, 0, len(data)) + 1
+        if start and (lines is None or (upto is not None and upto < first)):
+            data, first = _window(handle, upto)  # the wanted lines are earlier: count from the start
+    texts = [raw.decode("utf-8", errors="replace") for raw in split_lines(data)]
+    if upto is not None:
+        texts = texts[: max(0, upto - first + 1)]
+    return read(texts, first)
+
+
+def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:
+    """The last TAIL bytes of whole lines up to line `upto` (or the end), and the first one's number."""
+    handle.seek(0)
+    spans: deque[tuple[int, int, int]] = deque()  # (offset, length, first line) of whole-line blocks
+    offset = seen = 0
+    for buf, end in read_blocks(handle, BLOCK):
+        spans.append((offset, end, seen + 1))
+        while len(spans) > 2:
+            spans.popleft()
+        offset += end
+        seen += count_endings(buf, 0, end)
+        if upto is not None and seen >= upto:
+            break
+    if not spans:
+        return b"", 1
+    handle.seek(spans[0][0])
+    return handle.read(offset - spans[0][0]), spans[0][2]
+
+
+def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
+    """The reading with its root cause, and the last state of the log (`last_line`: its
+    number of lines)."""
+    errors = [c for c in causes if c.type not in ENDING]  # logged error records say little on their own
+    if reading.outcome == "failed" and reading.evidence is not None:
+        return _failed(reading, errors or causes)
+    if reading.outcome == "ready" and reading.evidence is not None:
+        return _after_ready(reading, errors)
+    # undecided: it ends in an error, or its last lines log one
+    ending = errors + [c for c in causes if c.type in ENDING and c.line_no > last_line - LAST_LINES]
+    root = root_of(ending)
+    if root is None:
+        return reading
+    last = ending[-1]
+    return replace(
+        reading,
+        outcome="failed",
+        failure_class=root.failure_class,
+        evidence=Evidence(last.line_no, last.text()),
+        cause=root,
+    )
+
+
+def _failed(reading: Reading, causes: list[Cause]) -> Reading:
+    assert reading.evidence is not None
+    at = reading.evidence.line_no
+    # what follows the deciding line: its traceback (`logger.exception`), not a death it caused
+    # unless the deciding line reports a death itself, whose details follow it (Open MPI's signal report)
+    died = any(c.line_no == at and c.type in DEATHS for c in causes)
+    near = [c for c in causes if c.line_no <= at or (c.line_no <= at + CAUSE_BELOW and (died or c.type not in DEATHS))]
+    root = root_of(near)
+    if root is None:
+        return reading
+    primary, secondary = reading.failure_class, list(reading.secondary_classes)
+    if primary == "killed" and root.type not in DEATHS and root.failure_class not in ("other", "killed"):
+        # killed after an error: the server (or its launcher) killed its tree because of it
+        return replace(reading, failure_class=root.failure_class, secondary_classes=("killed",), cause=root)
+    if primary in (None, "other") and root.failure_class != "other":
+        primary = root.failure_class
+        secondary = [c for c in secondary if c != primary]
+    elif root.failure_class not in ("other", primary) and root.failure_class not in secondary:
+        secondary.insert(0, root.failure_class)
+    return replace(reading, failure_class=primary, secondary_classes=tuple(secondary), cause=root)
+
+
+def _after_ready(reading: Reading, causes: list[Cause]) -> Reading:
+    assert reading.evidence is not None
+    ready_at = reading.evidence.line_no
+    fatal = [c for c in causes if c.line_no > ready_at and _fatal(c)]
+    if not fatal:
+        return reading
+    died = fatal[0]
+    return Reading(
+        "failed",
+        died.failure_class,
+        (),
+        Evidence(died.line_no, died.text()),
+        SERVING,
+        cause=died,
+        ready=reading.evidence,
+    )
+
+
+def _fatal(cause: Cause) -> bool:
+    return cause.type in FATAL_KINDS or cause.failure_class in FATAL_CLASSES

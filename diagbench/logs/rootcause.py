@@ -1,0 +1,352 @@
+"""The root-cause reader: every error a log reports, whatever server wrote it.
+
+Python tracebacks are found through the prefixes processes put before their lines (ranks,
+Ray's and vLLM's `(Name pid=N)`, timestamps, docker compose, glog, `> ` quotes; see
+`signatures.PREFIX`), and followed along their chain ("The above exception was the direct
+cause of the following exception", "During handling of the above exception, another
+exception occurred") to the root exception: its type and message. A traceback whose excerpt
+starts in its middle still ends in its exception line, after an indented frame line.
+Native reports are read too: C++ (`terminate called after throwing an instance of`,
+`what():`), Rust (`panicked at`), Go (`panic:`, `fatal error:`), glog's fatal lines, and the
+shell's, the kernel's and Python's reports of a killed or crashed process.
+
+Each error is given its class by causes.py's one table. This reads a finished log once
+(offline, or once at the end of a live attempt): never on the live per-line path.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from diagbench.logs.causes import class_of, class_of_frame
+from diagbench.logs.signatures import PREFIX
+
+_PREFIX = re.compile("^" + PREFIX)
+# prefixes of loggers the packs' PREFIX does not name: `2023-05-30 17:19:25 | ERROR | stderr | `
+# (FastChat), `2024-01-01 10:00:00,123 - `, `[12:00:00] `
+_MORE = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\s*(?:[|-]\s*)?(?:[A-Z]{3,8}\s*[|:-] ?)?(?:std(?:out|err)\s*\| ?)?"
+    r"|\[(?!(?:ERROR|Error|error|FATAL|Fatal|CRITICAL|E)\])\s*[\w.:/ -]{1,40}\] ?)"
+)
+_JUNK = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|#033\[[0-9;]*[A-Za-z]")
+_HEADER = re.compile(r"Traceback \(most recent call last\):\s*$")
+_CHAIN = re.compile(
+    r"(?:The above exception was the direct cause of the following exception"
+    r"|During handling of the above exception, another exception occurred):?\s*$"
+)
+_EXC_LINE = re.compile(
+    r"((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt|Failed|Failure|Warning|Fault)|[A-Za-z_]\w*(?:\.\w+)+)(?::\s*(.*)|\s*)$"
+)
+_NAMED = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)")
+_FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
+LOGGED = "logged error"  # a log record at error level: an error, not a report of why
+PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
+ENDING = (LOGGED, PROMPT)  # what names a failure only among a log's last lines
+DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
+# native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
+# group 1, or the whole line where it has none. No pattern starts with `.*`: a search that
+# does is quadratic on a long line.
+_NATIVE_PATTERNS = (
+    (r"terminate called after throwing an instance of '([^']+)'", "C++"),
+    (r"^\s*what\(\):\s*(.+)", "C++ what()"),
+    (r"thread '[^']*' panicked at (.+)", "Rust panic"),
+    (r"^panic: (.+)", "Go panic"),
+    (r"^fatal error: (.+)", "Go fatal error"),
+    (r"^(Fatal Python error: .+)", "Fatal Python error"),
+    # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
+    # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
+    (
+        r"^(?:zsh: |\[\d+\][+-]?\s+|(?:[\w./-]+: )?line \d+:\s+|\s*)(?:\d+\s+)?"
+        r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction"
+        r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
+        r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
+        "shell",
+    ),
+    (
+        r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"
+        r"|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
+        r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
+        r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
+        r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
+        "signal",
+    ),
+    (r"^Out of memory: Killed process |invoked oom-killer", "kernel"),
+    (r"(?:CUDA|Cuda) error\b|\bcudaError\w+|CUDA_ERROR_\w+|\bcudaMalloc\w* failed\b", "CUDA"),
+    (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
+    (
+        r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
+        r"|\blisten (?:tcp|udp)\d? \S+: bind: ",
+        "bind",
+    ),
+    (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
+    (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
+    # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
+    (r"^(Process [\w-]+):\s*$", "multiprocessing"),
+    (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
+    (
+        r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
+        r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
+        LOGGED,
+    ),
+    (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),
+    (r"undefined symbol: |cannot open shared object file|error while loading shared libraries", "loader"),
+)
+# a word each _NATIVE_PATTERNS pattern needs (but the prompt's), for a cheap first look at a line
+_WORDS = (
+    "terminate called",
+    "what()",
+    "panic",
+    "fatal",
+    "Fatal",
+    "ault",
+    "Abort",
+    "abort",
+    "Killed",
+    "killed",
+    "exception",
+    "nstruction",
+    "SIG",
+    "ignal",
+    "xit",
+    "oom-killer",
+    "Out of memory",
+    "rror",
+    "CUDA",
+    "cuda",
+    "NCCL",
+    "nccl",
+    "in use",
+    "bind",
+    "unknown",
+    "unrecognized",
+    "invalid",
+    "Process ",
+    "ERROR",
+    "FATAL",
+    "CRITICAL",
+    "[E]",
+    "level",
+    "mpirun",
+    "symbol",
+    "shared ",
+)
+_MESSAGE_CHARS = 300
+LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
+# glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
+_GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
+_RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
+_RAISE = re.compile(r"raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?:\((.*))?")  # a class: `raise ValueError(...)`
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One error the log reports: its type and message, where, and its class."""
+
+    type: str
+    message: str
+    line_no: int  # 1-based, as the scanner counts
+    failure_class: str
+    traceback: bool = False  # a Python exception (else a native report)
+    chain: tuple[str, ...] = ()  # the types the chain went through, root first
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's and classify's `cause`."""
+        return {"type": self.type, "message": self.message, "line_no": self.line_no}
+
+    def text(self) -> str:
+        """`torch.OutOfMemoryError: CUDA out of memory ... (L212)`."""
+        said = f"{self.type}: {self.message}" if self.message else self.type
+        return f"{said} (L{self.line_no})"
+
+
+def strip(line: str) -> str:
+    """A line without its colour codes and its process, time and quote prefixes."""
+    if "\x1b" in line or "#033[" in line:
+        line = _JUNK.sub("", line)
+    while True:
+        found = _PREFIX.match(line)
+        rest = line[found.end() :] if found else line
+        more = _MORE.match(rest)
+        rest = rest[more.end() :] if more else rest
+        if rest == line:
+            return line
+        line = rest
+
+
+def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
+    """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end."""
+    state = _State(first_line_no)
+    for i, line in enumerate(lines):
+        for part in _parts(line[:LINE_CHARS]):
+            state.take(strip(part), i, _GLOG.search(part))
+    state.cut()
+    state.close()
+    return sorted(state.out, key=lambda c: c.line_no)
+
+
+def _parts(line: str) -> list[str]:
+    """A line that holds several Ray/vLLM-prefixed lines (a paste whose line ends were
+    lost) split before each `(Name pid=N)`."""
+    if line.count("pid=") < 2:
+        return [line]
+    starts = [m.start() for m in _RAY.finditer(line)]
+    if len(starts) < 2:
+        return [line]
+    return [line[a:b] for a, b in zip([0, *starts], [*starts, len(line)], strict=True) if line[a:b].strip()]
+
+
+class _State:
+    """Tracebacks being read: the open one's frames, the chain it belongs to."""
+
+    def __init__(self, first_line_no: int):
+        self.first = first_line_no
+        self.out: list[Cause] = []
+        self.chain: list[Cause] = []
+        self.chain_open = False
+        self.in_tb = False  # a header was seen and its exception line not yet
+        self.raise_line: str | None = None  # the last echoed `raise X(...)` of the open traceback
+        self.frame = ""  # its last `File "..."` line
+        self.indent = 0  # how far its header was indented
+        self.modules = 0  # its frames that run a module's body (`in <module>`): imports
+        self.prev = ""
+        self.at = 0
+
+    def take(self, text: str, i: int, glog: re.Match[str] | None = None) -> None:
+        if self.in_tb and self.indent and text[: self.indent].isspace():
+            text = text[self.indent :]  # a traceback pasted indented: read as printed
+        stripped = text.strip()
+        if _HEADER.search(text):
+            self.cut()
+            self._open(i, "")
+            self.indent = len(text) - len(text.lstrip())
+        elif not self.in_tb and text[:1].isspace() and stripped.startswith('File "'):
+            self._open(i, stripped)  # an excerpt cut inside a traceback
+        elif _CHAIN.match(stripped):
+            self.chain_open = True
+        elif (exc := _exception_at(text, self.prev, self.in_tb)) is not None:
+            self._link(self._by_frames(_cause(exc[0], exc[1], self.first + i, True)))
+            self.in_tb = False
+        elif self.in_tb and (not stripped or _FRAME.match(text) or _flat_frame(stripped, self.prev)):
+            if stripped.startswith("File "):
+                self.frame = stripped
+                self.modules += stripped.endswith("in <module>")
+            elif stripped.startswith("raise "):
+                self.raise_line = stripped
+        else:
+            self.cut()
+            if (native := _native(text)) is not None:
+                self.out.append(_cause(native[0], native[1], self.first + i, False))
+            elif glog is not None:
+                kind = "glog fatal" if glog.group(1) == "F" else LOGGED
+                self.out.append(_cause(kind, glog.group(2).strip()[:_MESSAGE_CHARS], self.first + i, False))
+        self.prev = text
+        self.at = i if self.in_tb else self.at
+
+    def cut(self) -> None:
+        """A traceback that ended before its exception line: its last `raise` and the
+        package of its last frame say what it was."""
+        if not self.in_tb:
+            return
+        self.in_tb = False
+        found = _RAISE.match(self.raise_line or "")
+        kind = found.group(1) if found else "traceback"
+        message = (found.group(2) or "").strip("\"' )(") if found else self.frame
+        cause = self._by_frames(_cause(kind, message[:_MESSAGE_CHARS], self.first + self.at, True))
+        if found or cause.failure_class != "other" or (self.chain and self.chain_open):
+            self._link(cause)  # a traceback chained to the one before stays in its chain
+
+    def _open(self, i: int, frame: str) -> None:
+        self.in_tb, self.raise_line, self.frame, self.at, self.indent = True, None, frame, i, 0
+        self.modules = int(frame.endswith("in <module>"))
+
+    def _by_frames(self, cause: Cause) -> Cause:
+        """An error of no finer class, named by where it was raised: in torch.compile's or
+        Triton's packages (causes.FRAMES), or in a module's body that another module's body
+        was importing (an import that failed)."""
+        if cause.failure_class != "other":
+            return cause
+        cls = class_of_frame(self.frame)
+        if cls == "other" and self.modules >= 2 and self.frame.endswith("in <module>"):
+            cls = "import_error"  # cpython: importlib runs the module's code, its frame is `<module>`
+        return replace(cause, failure_class=cls, message=cause.message or self.frame)
+
+    def _link(self, cause: Cause) -> None:
+        if not (self.chain and self.chain_open):
+            self.close()
+        self.chain.append(cause)
+        self.chain_open = False
+
+    def close(self) -> None:
+        _close(self.chain, self.out)
+
+
+def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] | None:
+    """The exception a traceback ends with, if `text` is it: after a header and frames, or,
+    in a cut excerpt (or a server that printed only the exception), a line that starts
+    with an exception's name (`...Error: `)."""
+    if not text or text[0].isspace():
+        return None
+    found = _EXC_LINE.match(text.rstrip())
+    if found is None:
+        return None
+    if not in_traceback and not _NAMED.fullmatch(found.group(1)):
+        return None  # a cut excerpt or a lone error line: named as exceptions are (not a dotted logger name)
+    return found.group(1), (found.group(2) or "").strip()[:_MESSAGE_CHARS]
+
+
+def _flat_frame(stripped: str, prev: str) -> bool:
+    """A frame of a traceback pasted flat (its indentation lost): a `File "..."` line, or
+    the source line after one."""
+    return stripped.startswith('File "') or prev.lstrip().startswith('File "')
+
+
+@functools.cache
+def _native_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Compiled when a line first holds one of their words (a short clean log needs none)."""
+    return tuple((re.compile(p), kind) for p, kind in _NATIVE_PATTERNS)
+
+
+def _native(text: str) -> tuple[str, str] | None:
+    if not any(word in text for word in _WORDS) and not text.rstrip().endswith(("$", "#")):
+        return None  # most lines: no word any native report needs (a substring test, not 20 searches)
+    for pattern, kind in _native_patterns():
+        found = pattern.search(text)
+        if found is not None:
+            said = found.group(1) if pattern.groups else text
+            return kind, said.strip()[:_MESSAGE_CHARS]
+    return None
+
+
+def _cause(kind: str, message: str, line_no: int, traceback: bool) -> Cause:
+    cls, _ = class_of(kind, message)
+    return Cause(kind, message, line_no, cls, traceback)
+
+
+def _close(chain: list[Cause], out: list[Cause]) -> None:
+    """A finished chain: its root, or the first link whose class is finer than `other`."""
+    if not chain:
+        return
+    named = [c for c in chain if c.failure_class != "other"]
+    pick = named[0] if named else chain[0]
+    out.append(Cause(pick.type, pick.message, pick.line_no, pick.failure_class, True, tuple(c.type for c in chain)))
+    chain.clear()
+
+
+def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> Cause | None:
+    """The error that explains lines start..end: the last one of a finer class than `other`
+    there; else a process's death that an error after it reports; else the last error (a
+    death after an error is its fallout)."""
+    inside = [c for c in causes if c.line_no >= start and (end is None or c.line_no <= end)]
+    errors = [c for c in inside if c.type not in DEATHS]
+    named = [c for c in errors if c.failure_class != "other"]
+    if named:
+        return named[-1]
+    deaths = [c for c in inside if c.type in DEATHS and c.failure_class != "other"]
+    if deaths and (not errors or deaths[-1].line_no < errors[-1].line_no):
+        return deaths[-1]  # a process died, and an error reports it (torchrun's ChildFailedError)
+    pick = errors or inside  # a death after an error is its fallout
+    return pick[-1] if pick else None

@@ -1,0 +1,52 @@
+"""The servers diagbench knows by name: what `classify --server`, spec `server.kind` and a
+pack's `server:` may say. Apart from detection (servers.py), which needs the signatures that
+need these names."""
+
+from __future__ import annotations
+
+from diagbench.errors import UserError
+
+SERVERS = {
+    "vllm": "vLLM",
+    "sglang": "SGLang",
+    "tgi": "Text Generation Inference",
+    "trtllm": "TensorRT-LLM (trtllm-serve, or Triton with the TensorRT-LLM backend)",
+    "llamacpp": "llama.cpp server (llama-server)",
+    "triton": "Triton Inference Server",
+    "ollama": "Ollama",
+    "lmdeploy": "LMDeploy",
+    "pytorch": "a PyTorch distributed launch (torchrun)",
+}
+ALIASES = {
+    "llama.cpp": "llamacpp",
+    "llama-cpp": "llamacpp",
+    "llama-server": "llamacpp",
+    "tritonserver": "triton",
+    "triton-server": "triton",
+    "tensorrt-llm": "trtllm",
+    "tensorrt_llm": "trtllm",
+    "trtllm-serve": "trtllm",
+    "text-generation-inference": "tgi",
+    "text-generation-launcher": "tgi",
+    "torchrun": "pytorch",
+}
+# a server whose ready lines are another's too: TensorRT-LLM served by Triton is ready when Triton is
+READY_ALSO = {"trtllm": ("triton",)}
+
+
+def known_server(word: str) -> str | None:
+    """The canonical name for `word` (case and a few common spellings forgiven), or None."""
+    key = word.strip().lower()
+    key = ALIASES.get(key, key)
+    return key if key in SERVERS else None
+
+
+def server_name(word: str) -> str:
+    """`known_server`, or a usage error that lists the names."""
+    if (name := known_server(word)) is None:
+        import difflib
+
+        close = difflib.get_close_matches(word.lower(), [*SERVERS, *ALIASES], n=1, cutoff=0.6)
+        hint = f"did you mean '{ALIASES.get(close[0], close[0])}'? " if close else ""
+        raise UserError(f"unknown server '{word}': {hint}(expected one of: {', '.join(SERVERS)})")
+    return name

@@ -1,0 +1,196 @@
+"""The root-cause reader (logs/rootcause.py, causes.py, reading.py) on real logs.
+
+Every class is read from a real corpus log with the packs off (no signature at all): the
+reader alone finds the error and its table names the class. Then chains, each prefix kind,
+a server that came up and died, and a ready log whose tracebacks were handled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from diagbench.logs.causes import TABLE, class_of
+from diagbench.logs.classify import classify_file
+from diagbench.logs.rootcause import read, root_of, strip
+from diagbench.logs.signatures import builtin_packs, load_packs
+
+CORPUS = Path(__file__).parent / "corpus"
+FIXTURES = Path(__file__).parent / "fixtures"
+SIGS = load_packs(builtin_packs(), Path("."))
+
+
+@pytest.mark.parametrize(
+    ("log", "want", "cause_type"),
+    [
+        ("logs/032.log", "cuda_graph_capture", "RuntimeError"),  # operation not permitted when stream is capturing
+        ("logs/067.log", "illegal_memory_access", "CUDA"),
+        ("logs/030.log", "import_error", "ModuleNotFoundError"),
+        ("batch2/logs/028.log", "import_error", "loader"),  # undefined symbol in a .so
+        ("logs/088.log", "killed", "signal"),  # torchrun: exitcode -9
+        ("logs/009.log", "nccl", "RuntimeError"),  # NCCL error under a RuntimeError
+        ("logs/003.log", "oom", "torch.OutOfMemoryError"),
+        ("logs/021.log", "oom", "ValueError"),  # a traceback cut before its line: its echoed raise
+        ("logs/007.log", "other", "ValueError"),
+        ("logs/024.log", "port_in_use", "bind"),
+        ("logs/068.log", "segfault", "shell"),  # Segmentation fault (core dumped)
+        ("batch2/logs/072.log", "segfault", "OSError"),  # Windows access violation, quoted and flattened
+        ("logs/027.log", "torch_compile", "traceback"),  # cut inside torch/_inductor
+        ("logs/005.log", "triton", "subprocess.CalledProcessError"),  # ptxas, Ray lines run together
+    ],
+)
+def test_every_class_from_the_root_cause_reader_alone(log: str, want: str, cause_type: str) -> None:
+    got = classify_file(CORPUS / log, [], "re")
+    assert (got.outcome, got.failure_class) == ("failed", want)
+    assert got.cause is not None and got.cause.type == cause_type
+    assert got.signature == "rootcause"
+
+
+def test_a_chain_is_followed_to_its_root() -> None:
+    """vLLM's worker: torch.OutOfMemoryError, "The above exception was the direct cause",
+    then the wrapper's traceback (the excerpt ends inside it): the root is the OOM, and the
+    chain holds both."""
+    lines = (CORPUS / "batch2/logs/010.log").read_text(errors="replace").splitlines()
+    chained = [c for c in read(lines) if len(c.chain) > 1]
+    assert chained and chained[0].type == "torch.OutOfMemoryError"
+    assert chained[0].chain == ("torch.OutOfMemoryError", "traceback")
+    assert chained[0].failure_class == "oom"
+
+
+def test_during_handling_keeps_the_first_error() -> None:
+    log = [
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "ModuleNotFoundError: No module named 'flash_attn'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "a.py", line 3, in <module>',
+        "RuntimeError: could not start",
+    ]
+    (cause,) = read(log)
+    assert (cause.type, cause.failure_class, cause.line_no) == ("ModuleNotFoundError", "import_error", 3)
+    assert cause.chain == ("ModuleNotFoundError", "RuntimeError")
+
+
+TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/x/model_runner.py", line 212, in capture',
+    "    graph.replay()",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+]
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "",
+        "[rank0]: ",  # torch elastic
+        "(VllmWorker rank=0 pid=4242) ",  # vLLM's worker
+        "(RayWorkerWrapper pid=77, ip=10.0.0.2) ",  # Ray
+        "(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708] ",  # vLLM's logger
+        "[2025-05-12 08:03:12 TP0] ",  # SGLang
+        "vllm-1  | ",  # docker compose
+        "2023-05-30 17:19:25 | ERROR | stderr | ",  # FastChat
+        "2024-06-01T10:00:00.123456Z ",  # kubectl --timestamps
+        "> ",  # a Markdown quote
+        ">     ",  # a quote, indented
+        "\x1b[36m(pid=9)\x1b[0m ",  # colours
+    ],
+)
+def test_each_prefix_kind(prefix: str) -> None:
+    (cause,) = read([prefix + line for line in TRACEBACK])
+    assert (cause.type, cause.failure_class, cause.line_no) == ("torch.OutOfMemoryError", "oom", 4)
+
+
+def test_strip_keeps_a_tracebacks_indentation() -> None:
+    assert strip('2023-05-30 17:19:25 | ERROR | stderr |   File "x.py", line 3') == '  File "x.py", line 3'
+    assert strip("[2024-05-17 14:45:46.998] [Error] (Server) failed") == "[Error] (Server) failed"
+
+
+def test_a_server_that_came_up_and_died_is_failed_with_its_ready_line() -> None:
+    """Triton listed its endpoints, then `Signal (11) received.` on its first request."""
+    got = classify_file(CORPUS / "batch2/logs/042.log", SIGS)
+    assert (got.outcome, got.failure_class, got.phase, got.line_no) == ("failed", "segfault", "serving", 4)
+    assert got.ready is not None and "Started" in got.ready.text and got.ready.line_no < 4
+    assert got.chain == "failed:segfault <- segfault: signal: Signal (11) received. (L4)"
+
+
+def test_a_banner_then_a_killed_container_is_failed() -> None:
+    """LocalAI printed its HTTP framework's banner, then compose said `exited with code 137`."""
+    got = classify_file(CORPUS / "batch2/logs/098.log", SIGS)
+    assert (got.outcome, got.failure_class, got.phase) == ("failed", "killed", "serving")
+
+
+def test_a_ready_log_with_handled_tracebacks_stays_ready(tmp_path: Path) -> None:
+    """Request errors after the ready line (a real one from text-generation-webui, three
+    times, between access lines) are the server's life, not its launch."""
+    request_error = (CORPUS / "batch2/logs/096.log").read_text().splitlines()
+    start = next(i for i, line in enumerate(request_error) if line.startswith("Traceback"))
+    log = tmp_path / "server.log"
+    body = (FIXTURES / "vllm_ready.log").read_text()
+    for n in range(3):
+        body += f'INFO:     127.0.0.1:5{n} - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n'
+        body += "\n".join(request_error[start:]) + "\n"
+    log.write_text(body)
+    got = classify_file(log, SIGS)
+    assert got.outcome == "ready"
+    assert classify_file(CORPUS / "batch2/logs/096.log", SIGS).outcome == "ready"
+    assert classify_file(FIXTURES / "dynamo_suppressed_then_ready.log", SIGS).outcome == "ready"
+
+
+def test_a_wrapper_keeps_its_class_and_gains_the_root_as_secondary() -> None:
+    got = classify_file(FIXTURES / "sglang_capture_oom.log", SIGS)
+    assert (got.failure_class, got.secondary_classes[:1]) == ("cuda_graph_capture", ("oom",))
+    assert got.chain is not None and got.chain.startswith("failed:cuda_graph_capture <- oom: ")
+
+
+def test_a_death_after_an_error_is_its_fallout() -> None:
+    log = ["ValueError: bad config", "Killed"]
+    causes = read(log)
+    assert [c.type for c in causes] == ["ValueError", "shell"]
+    root = root_of(causes)
+    assert root is not None and root.type == "ValueError"
+
+
+def test_every_table_entry_cites_a_source_and_names_a_class() -> None:
+    assert all(e.source.startswith("S ") for e in TABLE)
+    assert class_of("torch._dynamo.exc.BackendCompilerFailed", "backend='inductor' raised")[0] == "torch_compile"
+    assert class_of("triton.compiler.errors.CompilationError", "at 12:4")[0] == "triton"
+    assert class_of("OSError", "[Errno 98] Address already in use")[0] == "port_in_use"
+    assert class_of("ImportError", "libcudart.so.12: cannot open shared object file")[0] == "import_error"
+    assert class_of("RuntimeError", "CUDA error: an illegal memory access was encountered")[0] == (
+        "illegal_memory_access"
+    )
+    assert class_of("KeyError", "'model'") == ("other", None)
+
+
+def test_classify_never_prints_a_secret_in_the_cause(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    log = tmp_path / "server.log"
+    secret = "hf_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    log.write_text(
+        f'Traceback (most recent call last):\n  File "a.py", line 1\nRuntimeError: token {secret} rejected\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "diagbench", "classify", "--json", str(log)], capture_output=True, text=True, check=True
+    ).stdout
+    assert secret not in out
+    assert json.loads(out)["cause"] == {"type": "RuntimeError", "message": "token <redacted> rejected", "line_no": 3}
+
+
+def test_a_large_log_is_read_around_its_decision(tmp_path: Path) -> None:
+    """The cause of a failure early in a log larger than the reader's window is read where
+    it is, with the scanner's line numbers; a megabyte-long line is read by its start."""
+    log = tmp_path / "server.log"
+    head = ["INFO starting"] * 10 + TRACEBACK
+    filler = "INFO a request line that says nothing much at all, again and again\n" * 40_000
+    log.write_text("x" * (2 << 20) + "\n" + "\n".join(head) + "\n" + filler)
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.line_no) == ("failed", "oom", 15)
+    assert got.cause is not None and (got.cause.type, got.cause.line_no) == ("torch.OutOfMemoryError", 15)
