@@ -284,7 +284,6 @@ def diff(
     from diagbench.judge.view import view_of
     from diagbench.records.store import load_run
     from diagbench.render.diff import diff_json, render_diff
-    from diagbench.render.fit import fit_lines
     from diagbench.render.html_diff import render_diff_html
 
     a = guarded(lambda: view_of(load_run(run_a)))
@@ -292,7 +291,7 @@ def diff(
     changes = diff_runs(a, b)
     chosen = DiffFormat.json if as_json else format
     if chosen is DiffFormat.text:
-        out.print(fit_lines(visible(render_diff(a, b, changes)), out.width), markup=False, soft_wrap=True)
+        out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
     else:
         sys.stdout.write((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
