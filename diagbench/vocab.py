@@ -31,7 +31,12 @@ class Outcome(str, Enum):
 
 OUTCOMES = tuple(o.value for o in Outcome)
 # what `supported_if`, `refuted_if` and `expect` may name: outcomes a launch can end with
-CONDITION_OUTCOMES = tuple(o.value for o in Outcome if o not in (Outcome.SKIPPED, Outcome.INTERNAL_ERROR))
+NOT_READY = "not_ready"  # a spec's word for "did not come up": any of NOT_READY_OUTCOMES
+NOT_READY_OUTCOMES = (Outcome.FAILED, Outcome.CRASHED, Outcome.TIMEOUT, Outcome.LAUNCH_ERROR)
+CONDITION_OUTCOMES = (
+    *(o.value for o in Outcome if o not in (Outcome.SKIPPED, Outcome.INTERNAL_ERROR)),
+    NOT_READY,
+)
 
 
 class Word(str, Enum):

@@ -39,7 +39,7 @@ def test_no_failed_launch_is_called_ready() -> None:
 
 def test_cli_json_has_exactly_the_contract_keys() -> None:
     proc = run_cli("classify", "--json", str(FIXTURES / "sglang_capture_oom.log"))
-    assert proc.returncode == 0
+    assert proc.returncode == 1  # failed (0 ready, 3 unknown)
     data = json.loads(proc.stdout)
     assert set(data) == {
         "outcome",
@@ -60,7 +60,7 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
 
 def test_cli_human_output_shows_context() -> None:
     proc = run_cli("classify", str(FIXTURES / "vllm_capture_raw.log"))
-    assert proc.returncode == 0
+    assert proc.returncode == 1  # failed (0 ready, 3 unknown)
     assert "outcome: failed:cuda_graph_capture" in proc.stdout
     assert ">      11 | (EngineCore_0 pid=2817) ERROR" in proc.stdout
     assert "phase reached: capture" in proc.stdout
@@ -272,3 +272,19 @@ def test_choosing_the_vllm_pack_is_not_naming_the_server(tmp_path: Path) -> None
     vllm_only = load_packs(["vllm"], tmp_path)
     assert classify_file(log, vllm_only).outcome == "unknown"
     assert classify_file(log, vllm_only, server="vllm").signature == "vllm.uvicorn_ready"
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("INFO:     Application startup complete.\nThe server is fired up and ready to roll!\n", 0),
+        ("loading\ntorch.OutOfMemoryError: CUDA out of memory.\n", 1),
+        ("hello\nworld\n", 3),
+    ],
+)
+def test_classify_exits_0_ready_1_failed_3_unknown(tmp_path: Path, text: str, code: int) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(text)
+    for extra in ([], ["--json"]):
+        proc = run_cli("classify", str(log), *extra)
+        assert proc.returncode == code, (extra, proc.stdout, proc.stderr)

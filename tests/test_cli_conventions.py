@@ -51,6 +51,60 @@ def test_every_help_answers_to_h_and_names_values_in_plain_words(command):
     assert "--no-strict" not in result.stdout
 
 
+PLACEHOLDERS = {
+    "SPEC", "RUN", "RUN_A", "RUN_B", "LOG", "NAME", "CMD", "DIR", "ID", "N", "LIST", "FILE", "D", "P", "ARG",
+    "AXIS=LABEL", "NAME=VALUE", "REGEX", "PATH", "PACK,...", "COMMAND",
+    "AXIS=LABEL,...", "SPEC|CMD", "DEPS", "PKG==A..B", "OUTCOME[:CLASS]", "SERVER", "C", "ENV",
+}  # fmt: skip
+
+
+def test_every_value_is_named_from_one_vocabulary_and_an_option_alike_everywhere():
+    group = typer.main.get_command(app)
+    seen: dict[str, set[str]] = {}
+    for name, command in group.commands.items():
+        if command.hidden:
+            continue
+        for param in command.params:
+            if getattr(param, "is_flag", False):
+                continue
+            word = param.metavar or param.human_readable_name
+            if "|" in word.strip("[]"):
+                continue  # choices, spelt out: --format table|md|json
+            assert word in PLACEHOLDERS, (name, param.name, word)  # not GOOD, RUNS_DIR, GOOD_ENV
+            seen.setdefault(param.opts[0], set()).add(word.removesuffix(",..."))  # one, or a comma list of them
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}, seen  # --runs-dir DIR in every command
+    assert seen["--runs-dir"] == {"DIR"} and seen["--good"] == {"CMD"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["plan"],
+            "diagbench: plan: missing SPEC (the experiment's YAML spec); usage: diagbench plan [OPTIONS] SPEC; more: diagbench plan -h",
+        ),
+        (
+            ["diff", "runs/a"],
+            "diagbench: diff: missing RUN_B (the later run); usage: diagbench diff [OPTIONS] RUN_A RUN_B; more: diagbench diff -h",
+        ),
+        (
+            ["report", "--format", "xx", "r"],
+            "diagbench: report: invalid value for '--format' / '-f': 'xx' is not one of",
+        ),
+        (
+            ["frobnicate"],
+            "diagbench: no such command 'frobnicate'; usage: diagbench [OPTIONS] COMMAND [ARGS]...; more: diagbench -h",
+        ),
+        (["isolate"], "diagbench: isolate: missing --good CMD (the launch that comes up"),
+    ],
+)
+def test_a_command_line_mistake_is_one_diagbench_line_with_the_usage(args, message):
+    done = cli(*args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
+    assert "Error:" not in done.stderr and "Try '" not in done.stderr
+
+
 def test_top_level_help_lists_commands_in_reading_order_run_first():
     listed = re.findall(r"^  (\w+)  ", run_cli("-h").stdout.split("Commands:")[1], re.MULTILINE)
     shown = [name for name in listed if name in COMMANDS]
@@ -167,6 +221,11 @@ def test_diff_json_of_the_two_gpu_runs():
     assert cli("diff", str(a), str(b), "--format", "json").stdout == done.stdout
     page = cli("diff", str(a), str(b), "--format", "html").stdout
     assert page.startswith("<!doctype html>") and "REGRESSION" in page and "custom-kernel-breaks-capture" in page
+    heads = re.findall(r"<thead>.*?</thead>", page, re.S)
+    assert len(heads) == 2  # the cells' table and the verdicts' table say which side is which
+    for head in heads:
+        assert "before <code>refserver-capture-h200</code>" in head
+        assert "after <code>refserver-capture-h200-fresh-caches</code>" in head
 
 
 def test_classify_json_is_one_object():
@@ -370,11 +429,14 @@ def test_no_hypotheses_no_hash_line(tmp_path):
 def test_the_readme_first_spec_runs_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text()
     spec = readme.split("Start small.", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert len(spec.strip().splitlines()) <= 10
+    assert len(spec.strip().splitlines()) <= 20
     (tmp_path / "first.yaml").write_text(spec)
-    done = cli("run", "first.yaml", cwd=tmp_path)
+    done = cli("run", "first.yaml", cwd=tmp_path, env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^\[2/2 running 0\] root=/tmp: ready after [\d.]+s: GET / -> 200$", done.stdout, re.M)
+    assert re.search(r"^\[1/2 running 0\] bind=loopback: ready after [\d.]+s: GET / -> 200$", done.stdout, re.M)
+    assert re.search(r"^\[2/2 running 0\] bind=bogus: crashed after [\d.]+s: exited before ready", done.stdout, re.M)
+    assert re.search(r"^bogus-address-fails +supported$", done.stdout, re.M)  # not_ready held
+    assert "(complete) at\n" in done.stdout
     run = (tmp_path / "runs" / "latest").resolve()
     assert (run / "report.html").is_file()
     assert sweep_tagged(run.name) == []

@@ -228,10 +228,22 @@ def test_resume_finishes_only_what_did_not_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert results[0].read_text() == first  # not launched again
     assert [json.loads(p.read_text())["outcome"] for p in sorted(run.glob("cells/*/result.json"))] == ["ready"] * 3
-    spec.write_text(spec.read_text() + "\ndescription: changed\n")
+    original = spec.read_text()
+    spec.write_text(original + "\ndescription: changed\n")
     refused = diagbench("run", str(spec), "--resume", str(run))
     assert refused.returncode == 2
-    assert "the spec changed since this run started" in refused.stderr
+    assert f"{spec.resolve()} changed since this run started" in refused.stderr
+    spec.write_text(original)
+    finished = diagbench("run", str(spec), "--resume", str(run))
+    assert finished.returncode == 0, finished.stderr
+    assert "nothing to resume: every one of the 3 attempt(s)" in finished.stderr
+    assert finished.stdout == ""  # not the tables again
+    other = tmp_path / "other" / "spec.yaml"
+    other.parent.mkdir()
+    other.write_text(spec.read_text() + "\ndescription: another\n")
+    wrong = diagbench("run", str(other), "--resume", str(run))
+    assert wrong.returncode == 2
+    assert f"this run was started with {spec.resolve()}, not {other}" in wrong.stderr
 
 
 def test_diff_of_the_two_gpu_runs_shows_the_cache_artifact():

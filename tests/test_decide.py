@@ -283,7 +283,7 @@ def test_fail_fast_stops_at_the_first_violated_expect_and_exits_1(tmp_path):
     reason = "expect #1 already violated by mode=bad (failed:cuda_graph_capture) (--fail-fast)"
     assert outcomes["ok2"] == ("skipped", reason) and outcomes["crash"] == ("skipped", reason)
     assert report["complete"] is True
-    assert "4 attempts: 2 launched, 2 skipped" in done.stdout
+    assert "4 attempts: 2 launched, 2 skipped before launch" in done.stdout
     junit = (tmp_path / "j.xml").read_text()
     assert 'failures="1"' in junit and junit.count("<skipped") == 2  # skipped are never failures
 

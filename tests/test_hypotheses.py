@@ -135,3 +135,57 @@ def test_verdict_json_names_its_deciding_line():
         "text": "failed line",
     }
     assert {"id", "claim", "verdict", "reason", "meaning", "deciding_cells", "evidence"} <= set(data)
+
+
+def test_not_ready_is_any_launch_that_did_not_come_up(tmp_path) -> None:
+    from diagbench.spec.load import load_spec
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\nserver: {command: srv, ready: {log: up}}\nmatrix:\n  kernel: {env: K, values: [stock, mma]}\n"
+        "  compile: {flag: --c, values: [on, off]}\n"
+        "expect:\n  - {when: {compile: on}, outcome: not_ready}\n"
+        "hypotheses:\n  - {id: h, claim: c, when: {compile: on}, supported_if: ready, refuted_if: not_ready}\n"
+    )
+    loaded = load_spec(spec)
+    (hyp,) = loaded.hypotheses
+    assert str(hyp.refuted_if[0]) == "not_ready"
+    cells = [CellRow(c.id, dict(c.params)) for c in loaded.cells]
+    on = [c.id for c in cells if c.params["compile"] == "on"]
+    for outcome, cls in (("failed", "other"), ("crashed", None), ("timeout", None), ("launch_error", None)):
+        records = [AttemptRecord(on[0], 1, "a1", dict(cells[0].params), [], {}, Outcome(outcome), failure_class=cls)]
+        assert judge(hyp, cells, records).verdict == "refuted", outcome
+        assert check_expectations(loaded.expectations, records) == []
+    ready = [AttemptRecord(on[0], 1, "a1", dict(cells[0].params), [], {}, Outcome.READY)]
+    assert check_expectations(loaded.expectations, ready)[0].wanted == "not_ready"
+    assert Hypothesis.from_json(hyp.to_json()) == hyp  # survives the manifest
+
+
+def test_not_ready_takes_no_failure_class(tmp_path) -> None:
+    import pytest
+
+    from diagbench.errors import SpecError
+    from diagbench.spec.load import load_spec
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\nserver: {command: srv, ready: {log: up}}\nmatrix:\n  compile: {flag: --c, values: [on, off]}\n"
+        "expect:\n  - {when: {compile: on}, outcome: 'not_ready:oom'}\n"
+    )
+    with pytest.raises(SpecError, match="a failure class only narrows 'failed'"):
+        load_spec(spec)
+
+
+def test_the_schemas_accept_not_ready_wherever_an_outcome_is() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[1] / "diagbench" / "schemas"
+    for name in ("spec.json", "manifest.json"):
+        patterns = set(re.findall(r'"pattern": "(\^\(not_ready[^"]+)"', (root / name).read_text()))
+        assert patterns, name
+        for pattern in patterns:
+            rx = re.compile(json.loads(f'"{pattern}"'))
+            assert rx.match("not_ready") and rx.match("failed:oom") and rx.match("crashed")
+            assert not rx.match("not_ready:oom")

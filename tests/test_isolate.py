@@ -137,6 +137,9 @@ def test_one_culprit_among_six_differences(isolations):
     assert on_disk["target"] == {"outcome": "failed", "failure_class": "cuda_graph_capture"}
     assert {"applied", "outcome", "failure_class", "result"} <= set(on_disk["steps"][2])
     assert isolations.events.steps == list(iso.steps)  # each step was told as it ended
+    runs_dir = result.run_dir.path.parent  # runs/latest is the newest matrix run, never an isolation
+    assert not (runs_dir / "latest").exists()
+    assert (runs_dir / "latest-isolation").resolve() == result.run_dir.path.resolve()
 
 
 def test_each_step_is_on_disk_as_it_ends(isolations):

@@ -55,6 +55,18 @@ def test_slug_is_a_safe_folder_name(spec):
     assert spec.cells[0].slug == "kernel-mma.compile-on.max_bs-32.inductor_graphs-unset"
 
 
+def test_slug_keeps_labels_apart_from_the_separators() -> None:
+    from diagbench.spec.matrix import Cell
+
+    def slug(params: dict[str, str]) -> str:
+        return Cell(1, "x", params, (), {}).slug
+
+    assert slug({"root": ".", "bogus": "off"}) == "root-_.bogus-off"  # was root-..bogus-off
+    assert slug({"root": "..", "bogus": "off"}) == "root-__.bogus-off"
+    assert slug({"a": "-x", "b": "y-"}) == "a-_x.b-y_"
+    assert slug({"torch": "2.4.0", "path": "a/b c"}) == "torch-2.4.0.path-a_b_c"  # dots inside stay
+
+
 def test_only_narrows_and_repeats_mean_either(spec):
     only = parse_only(["compile=on", "max_bs=32", "max_bs=64", "kernel=stock"], spec.axes)
     chosen = select_cells(spec.cells, only)

@@ -203,7 +203,7 @@ def test_classify_reads_standard_input_until_the_decision(tmp_path: Path) -> Non
         writer.kill()
         writer.wait()
         writer.stdout.close()
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # failed
     result = json.loads(proc.stdout)
     assert (result["outcome"], result["failure_class"], result["line_no"]) == ("failed", "oom", 2)
 
@@ -213,7 +213,7 @@ def test_classify_stdin_shows_the_context_it_read(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "diagbench", "classify", "-"], input=log, capture_output=True, timeout=60, cwd=tmp_path
     )
-    assert proc.returncode == 0
+    assert proc.returncode == 1
     assert b">       3 | RuntimeError: CUDA error: an illegal memory access" in proc.stdout
 
 

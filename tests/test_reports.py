@@ -15,7 +15,7 @@ from diagbench.judge.view import view_of
 from diagbench.records.manifest import Manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, load_run
-from diagbench.render.report import render_json, render_junit, render_markdown, render_table
+from diagbench.render.report import print_run, render_json, render_junit, render_markdown, render_table
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
 from diagbench.vocab import Evidence, FailureClass, Outcome
 
@@ -162,7 +162,7 @@ def test_junit(run: Path) -> None:
 
 def test_table(run: Path) -> None:
     console = Console(width=200, record=True, color_system=None)
-    console.print(render_table(view_of(load_run(run))))
+    print_run(console, view_of(load_run(run)))
     check("report.txt", console.export_text(), run)
 
 

@@ -177,9 +177,11 @@ def test_classify_never_prints_a_secret_in_the_cause(tmp_path: Path) -> None:
     log.write_text(
         f'Traceback (most recent call last):\n  File "a.py", line 1\nRuntimeError: token {secret} rejected\n'
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "diagbench", "classify", "--json", str(log)], capture_output=True, text=True, check=True
-    ).stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "diagbench", "classify", "--json", str(log)], capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr  # failed (classify: 0 ready, 1 failed, 3 unknown)
+    out = done.stdout
     assert secret not in out
     assert json.loads(out)["cause"] == {"type": "RuntimeError", "message": "token <redacted> rejected", "line_no": 3}
 

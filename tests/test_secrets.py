@@ -328,7 +328,7 @@ def test_classify_prints_a_logs_lines_with_their_secrets_blanked(tmp_path: Path,
             env={"DIAGBENCH_TEST_API_KEY": SECRETS["caller_env"]},
             timeout=60,
         )
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 1, proc.stderr  # failed
         shown[extra] = proc.stdout
     assert leaks(shown[()] + shown[("--json",)]) == []
     assert json.loads(shown[("--json",)])["line"] == f"torch.OutOfMemoryError: CUDA out of memory. --api-key {REDACTED}"

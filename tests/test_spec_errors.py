@@ -147,7 +147,7 @@ CASES = [
         "name: x\nserver: {command: foo}\nmatrix:\n  a: {flag: --x, values: [on, off]}\n"
         "hypotheses:\n  - {id: h, when: {a: on}, supported_if: ready, refuted_if: exploded}\n",
         "spec.yaml:6: hypotheses[0].refuted_if: unknown outcome 'exploded' "
-        "(expected one of: cancelled, crashed, failed, launch_error, ready, timeout)",
+        "(expected one of: cancelled, crashed, failed, launch_error, not_ready, ready, timeout)",
     ),
     (
         "name: x\nserver: {command: foo}\nmatrix:\n  a: {flag: --x, values: [on, off]}\n  exclude: [{a: off}]\n"

@@ -105,7 +105,7 @@ def test_a_broken_matrix_skips_the_checks_that_need_it(tmp_path: Path) -> None:
     assert str(error).splitlines() == [
         'spec.yaml:4: matrix.a.values[0]: expected on or off (or true/false, yes/no), got "maybe"',
         "spec.yaml:6: hypotheses[0].refuted_if: unknown outcome 'exploded' "
-        "(expected one of: cancelled, crashed, failed, launch_error, ready, timeout)",
+        "(expected one of: cancelled, crashed, failed, launch_error, not_ready, ready, timeout)",
     ]
 
 

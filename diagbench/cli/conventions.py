@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from typer.core import TyperArgument, TyperGroup
+import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from diagbench.vocab import ExitCode
 
@@ -43,6 +44,28 @@ EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
 )
 
 
+# one word for one kind of value, whatever the command: `--runs-dir DIR` everywhere, never RUNS_DIR
+PLACEHOLDERS = {
+    "runs_dir": "DIR",
+    "run_id": "ID",
+    "gpus": "LIST",
+    "parallel": "N",
+    "repeat": "N",
+    "timeout": "D",
+    "grace": "D",
+    "stall": "D",
+    "signatures": "PACK,...",
+    "server": "NAME",
+    "ready": "REGEX",
+    "http": "PATH",
+    "good": "CMD",
+    "bad": "CMD",
+    "good_env": "NAME=VALUE",
+    "bad_env": "NAME=VALUE",
+    "only": "AXIS=LABEL",
+}
+
+
 class ReadableGroup(TyperGroup):
     """The app's command group: every parameter without a metavar of its own gets a plain
     word in capitals (`--run-id RUN_ID`, `SPEC`) instead of a type (`<str>`, `{spec}`),
@@ -56,9 +79,59 @@ class ReadableGroup(TyperGroup):
                 if type(param) is TyperArgument:
                     param.__class__ = _PlainArgument
 
+    def invoke(self, ctx: Any) -> Any:
+        """A command line click cannot parse (a missing argument, an unknown option, a bad
+        choice) gets diagbench's one-line message, not click's generic three lines."""
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            if isinstance(exc, _UsageMessage):
+                raise
+            raise _UsageMessage(usage_message(exc), getattr(exc, "ctx", None)) from None
+
     def list_commands(self, ctx: Any) -> list[str]:
         rank = {name: index for index, name in enumerate(READING_ORDER)}
         return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
+
+
+# click's UsageError, wherever this typer takes click from (its own copy since 0.2x)
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+
+
+class _UsageMessage(UsageError):  # type: ignore[misc, valid-type]
+    """Shown as one line on stderr, `diagbench: ...`, exit 2 (as every usage mistake)."""
+
+    def show(self, file: Any = None) -> None:
+        typer.echo(f"diagbench: {self.message}", err=True)
+
+
+def usage_message(exc: Any) -> str:
+    """`plan: missing SPEC (the experiment's YAML spec); usage: diagbench plan [OPTIONS] SPEC;
+    more: diagbench plan -h`: what is wrong, where, and how it is written."""
+    ctx = exc.ctx
+    what = _missing(exc) if type(exc).__name__ == "MissingParameter" else exc.format_message()
+    what = str(what[:1].lower() + what[1:]).rstrip(".")
+    if ctx is None:
+        return what
+    names: list[str] = []
+    while ctx.parent is not None:  # the command's own words, however diagbench was started (python -m)
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    ctx, path = exc.ctx, " ".join(["diagbench", *names])
+    usage = " ".join(ctx.command.collect_usage_pieces(ctx))
+    return f"{' '.join(names) + ': ' if names else ''}{what}; usage: {path} {usage}; more: {path} -h"
+
+
+def _missing(exc: Any) -> str:
+    param = exc.param
+    if param is None:
+        return str(exc.format_message())
+    if isinstance(param, TyperOption):
+        name = f"{param.opts[0]} {param.metavar}" if param.metavar else param.opts[0]
+    else:
+        name = param.human_readable_name
+    helped = getattr(param, "help", None)
+    return f"missing {name}" + (f" ({helped})" if helped else "")
 
 
 class _PlainArgument(TyperArgument):
@@ -84,7 +157,7 @@ def _plain_metavar(param: Any) -> None:
     if choices:
         param.metavar = "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
     else:
-        param.metavar = param.name.upper()
+        param.metavar = PLACEHOLDERS.get(param.name, param.name.upper())
 
 
 def complete_only(ctx: Any, incomplete: str) -> list[str]:

@@ -59,6 +59,7 @@ def plan(
     from diagbench.execute.dryrun import plan_of
     from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
+    from diagbench.render.fit import fit_lines
     from diagbench.render.plan import plan_json, render_plan
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
@@ -74,7 +75,7 @@ def plan(
     if as_json:
         write_out(plan_json(planned, facts))
     else:
-        out.print(visible(render_plan(planned, facts)), markup=False, soft_wrap=True)
+        out.print(fit_lines(visible(render_plan(planned, facts)), out.width), markup=False, soft_wrap=True)
     if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
@@ -98,7 +99,9 @@ REPORT_EXIT_CODES = (
 @app.command(epilog=REPORT_EXIT_CODES)
 def report(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="a run directory, e.g. runs/latest")],
-    format: Annotated[Format, typer.Option("--format", "-f", help="html: one self-contained page")] = Format.table,
+    format: Annotated[
+        Format, typer.Option("--format", "-f", metavar="table|md|json|junit|html", help="html: one self-contained page")
+    ] = Format.table,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
     for_server: Annotated[
         str | None,
@@ -113,7 +116,7 @@ def report(
     from diagbench.render.html import render_html
     from diagbench.render.isolation import render_isolation
     from diagbench.render.isolation_report import DOCUMENTS
-    from diagbench.render.report import render_json, render_junit, render_markdown, render_table
+    from diagbench.render.report import print_run, render_json, render_junit, render_markdown
 
     loaded = guarded(lambda: load_run(run_dir))
     view = guarded(lambda: view_of(loaded))
@@ -124,12 +127,12 @@ def report(
     isolation = guarded(lambda: read_isolation(run_dir))
     if isolation is not None and format is not Format.junit:  # an isolation's answer and steps lead
         if format is Format.table:  # its steps say more than its cells
-            out.print(render_isolation(isolation))
+            out.print(render_isolation(isolation, out.width))
         else:
             write_out(DOCUMENTS[format.value](view, isolation))
         raise typer.Exit(isolation.status.exit_code)
     if format is Format.table:
-        out.print(render_table(view))
+        print_run(out, view)
         annotate(view)
     else:
         renderers: dict[Format, Callable[[RunView], str]] = {
@@ -180,7 +183,14 @@ class Engine(str, Enum):
     re = "re"
 
 
-@app.command()
+CLASSIFY_EXIT = {"ready": 0, "failed": 1, "unknown": 3}  # scripts branch on it: `if diagbench classify x.log`
+CLASSIFY_EXIT_CODES = (
+    "\b\nExit codes: 0 ready; 1 failed (a failure line decided); 3 unknown (the log decides nothing);"
+    " 2 bad usage (a missing or unreadable log)."
+)
+
+
+@app.command(epilog=CLASSIFY_EXIT_CODES)
 def classify(
     logfile: Annotated[
         Path, typer.Argument(metavar="LOG", help="a server log, or - to read standard input until the decision")
@@ -189,9 +199,12 @@ def classify(
         str | None, typer.Option(metavar="PACK,...", help="packs or pack files, comma-separated (default: all)")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object (`diagbench schema classify`)")] = False,
-    engine: Annotated[Engine, typer.Option(help="the scan engine")] = Engine.auto,
+    engine: Annotated[Engine, typer.Option(metavar="auto|hyperscan|re", help="the scan engine")] = Engine.auto,
     server: Annotated[
-        str | None, typer.Option(help="the server that wrote the log (vllm, sglang, ...): its own ready lines decide")
+        str | None,
+        typer.Option(
+            metavar="NAME", help="the server that wrote the log (vllm, sglang, ...): its own ready lines decide"
+        ),
     ] = None,
 ) -> None:
     """Classify an existing log offline, with the same engine as `run`."""
@@ -208,7 +221,7 @@ def classify(
         result = redact_classification(guarded(lambda: classify_file(logfile, sigs, engine.value, given)), secrets)
         if as_json:
             write_out(json.dumps(result.to_json()) + "\n")
-            return
+            raise typer.Exit(CLASSIFY_EXIT[result.outcome])
         shown = context(logfile, result.line_no) if result.line_no else []
     else:
         import tempfile
@@ -218,7 +231,7 @@ def classify(
             result = redact_classification(result, secrets)
             if as_json:
                 write_out(json.dumps(result.to_json()) + "\n")
-                return
+                raise typer.Exit(CLASSIFY_EXIT[result.outcome])
             copy.seek(0)
             shown = context(copy, result.line_no) if result.line_no else []
     from diagbench.render.classify import render_classification
@@ -226,6 +239,7 @@ def classify(
     shown = [(number, secrets.cut(text)) for number, text in shown]  # clipped at 300 characters
     for line in render_classification(result, shown, given is not None):
         out.print(line, markup=False, soft_wrap=True)
+    raise typer.Exit(CLASSIFY_EXIT[result.outcome])
 
 
 @app.command("signatures")
@@ -261,7 +275,7 @@ def diff(
     run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run")],
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
     format: Annotated[
-        DiffFormat, typer.Option("--format", "-f", help="html: one self-contained page")
+        DiffFormat, typer.Option("--format", "-f", metavar="text|json|html", help="html: one self-contained page")
     ] = DiffFormat.text,
     as_json: Annotated[bool, typer.Option("--json", help="the same as --format json")] = False,
 ) -> None:

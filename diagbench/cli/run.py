@@ -96,6 +96,8 @@ def run(
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     given = RunFlags(tuple(only) if only else None, repeat, parallel, request, stop_when_decided, fail_fast)
     flags = _flags(given, resume)
+    if resume is not None:
+        _stop_if_finished(resume, loaded_spec)
     for note in guarded(lambda: check_decision_options(loaded_spec, flags.stop_when_decided, flags.fail_fast)):
         err.print(f"diagbench: note: {note}", markup=False)
     where = where or ExecutorSpec()
@@ -175,12 +177,12 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
     from diagbench.judge.view import exit_code, view_of
     from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
-    from diagbench.render.report import render_table
+    from diagbench.render.report import print_run
 
     # the tables are rendered from what is on disk, as `diagbench report` would: what the user
     # sees is exactly what was recorded (and a record that failed to write shows as missing)
     view = guarded(lambda: view_of(load_run(result.run_dir.path), spec_redactor(spec)))
-    out.print(render_table(view))
+    print_run(out, view)
     if result.write_error is not None:
         kept = f"the run stopped; what was written before is kept in {result.run_dir.path}"
         err.print(f"diagbench: {result.write_error}; {kept}", markup=False)
@@ -196,6 +198,18 @@ def _finish(result: RunResult, strict: bool, junit: Path | None, spec: Spec) -> 
         raise typer.Exit(ExitCode.HARNESS)
     say_problems(view, expects=True)
     raise typer.Exit(exit_code(view, strict))
+
+
+def _stop_if_finished(resume: Path, spec: Spec) -> None:
+    """A finished run: say so and exit 0, rather than reprint it (its spec checked first)."""
+    from diagbench.execute.resume import check_same_spec, nothing_to_resume
+    from diagbench.records.store import load_run
+
+    guarded(lambda: check_same_spec(resume, load_run(resume).manifest, spec))
+    said = guarded(lambda: nothing_to_resume(resume))
+    if said is not None:
+        err.print(f"diagbench: {said}", markup=False)
+        raise typer.Exit(ExitCode.OK)
 
 
 def _spec_to_run(spec: Path | None, resume: Path | None) -> Spec:

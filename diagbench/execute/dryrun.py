@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import decision_order
 from diagbench.launch.command import build_command
+from diagbench.logs.signatures import Kind, Signature
 from diagbench.records.redact import spec_redactor
 from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell, parse_only, select_cells
@@ -53,7 +54,27 @@ def plan_of(
         slots=slots.describe() if slots is not None else None,
         gpus_in_use=slots is not None and slots.gpus_in_use,
         launch_order=_launch_order(spec, cells, repeat) if stop_when_decided else None,
+        warnings=tuple(ready_warning(spec)),
     )
+
+
+def ready_warning(spec: Spec) -> list[str]:
+    """A spec with no ready rule of its own and no server.kind: a server the packs do not know
+    (your own, a plain HTTP app) prints none of their ready lines and waits for its timeout."""
+    s = spec.server
+    if s.ready_log or s.ready_http or s.kind:
+        return []
+    return [
+        "no ready rule of the spec's own (server.ready) and no server.kind: only the ready lines "
+        f"of the servers the packs know ({', '.join(_ready_servers(s.signatures))}) mark a launch ready; "
+        f"a server of another kind runs until its timeout ({s.timeout:g}s). Add `ready: {{log: '<the line "
+        "it prints when ready>'}}` or `ready: {http: /health}` (or set server.kind)"
+    ]
+
+
+def _ready_servers(signatures: Sequence[Signature]) -> list[str]:
+    names = {sig.server or sig.id.split(".", 1)[0] for sig in signatures if sig.kind is Kind.READY and not sig.weak}
+    return sorted(names) or ["none"]
 
 
 def _launch_order(spec: Spec, cells: Sequence[Cell], repeat: int) -> tuple[OrderedAttempt, ...]:

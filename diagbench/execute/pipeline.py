@@ -12,6 +12,7 @@ from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import Placement, place
 from diagbench.execute.events import RunEvents
 from diagbench.execute.plugin import Build
+from diagbench.execute.resume import check_same_spec
 from diagbench.execute.scheduler import run_attempts
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import Decider, decision_order
@@ -172,11 +173,7 @@ def reopen_run(spec: Spec, path: Path) -> tuple[RunDir, list[PlannedAttempt], li
         loaded = load_run(path)
         if loaded.unreadable:  # relaunching would overwrite it: what it holds is not ours to lose
             raise UserError("\n".join(f"{u}; resume would overwrite it: move it away first" for u in loaded.unreadable))
-        if loaded.manifest.spec_sha256 != spec.sha256:
-            raise UserError(
-                f"{path}: the spec changed since this run started (its sha256 differs); "
-                "resume with the spec it was started with, or start a new run"
-            )
+        check_same_spec(path, loaded.manifest, spec)
     except BaseException:
         run_dir.release()
         raise

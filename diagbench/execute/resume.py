@@ -8,10 +8,11 @@ from pathlib import Path
 
 from diagbench.errors import RunDirError, UserError
 from diagbench.execute.executors import on_this_host
-from diagbench.records.manifest import RunSettings
+from diagbench.records.manifest import Manifest, RunSettings
 from diagbench.records.store import load_run
 from diagbench.spec.gpus import GpuMode, GpuRequest
 from diagbench.spec.load import Spec, load_spec
+from diagbench.vocab import Outcome
 
 
 def recorded_spec(run: Path) -> Spec:
@@ -29,6 +30,36 @@ def recorded_spec(run: Path) -> Spec:
             f"spec that ran; give the spec again: {again}"
         )
     return spec
+
+
+def check_same_spec(run: Path, manifest: Manifest, spec: Spec) -> None:
+    """A run is resumed with the spec it was started with: name that file when another is given."""
+    if manifest.spec_sha256 == spec.sha256:
+        return
+    own = manifest.spec_file or manifest.spec.get("path") or "its own spec"
+    alone = f"diagbench run --resume {shlex.quote(str(run))}"
+    if str(own) == str(spec.path.resolve()):
+        raise UserError(
+            f"{run}: {own} changed since this run started (its sha256 differs); resume with {alone} "
+            "(its manifest keeps the spec it ran), or start a new run"
+        )
+    raise UserError(
+        f"{run}: this run was started with {own}, not {spec.path} (their sha256 differ); resume with {alone} "
+        f"(its manifest keeps the spec it ran), or start a new run with {spec.path}"
+    )
+
+
+def nothing_to_resume(run: Path) -> str | None:
+    """What to say when every planned attempt of `run` already has its final record."""
+    loaded = load_run(run)
+    planned = {a.attempt for a in loaded.manifest.attempts}
+    final = {r.attempt for r in loaded.records if r.outcome not in (Outcome.CANCELLED, Outcome.INTERNAL_ERROR)}
+    if not planned or loaded.unreadable or not planned <= final:
+        return None
+    return (
+        f"nothing to resume: every one of the {len(planned)} attempt(s) of {run} has its record; "
+        f"its tables: diagbench report {shlex.quote(str(run))}"
+    )
 
 
 @dataclass(frozen=True)

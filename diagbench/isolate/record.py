@@ -59,6 +59,7 @@ class Step:
     attempts: tuple[str, ...] = ()  # their folders under cells/
     evidence: Evidence | None = None  # the deciding line of the first launch that ended as `outcome`
     baseline: str | None = None  # "good" or "bad" for the two launches the isolation starts from
+    reason: str = ""  # that launch's reason, what decided it when no log line did (HTTP ready, a timeout)
 
     @property
     def label(self) -> str:
@@ -75,6 +76,7 @@ class Step:
             "attempts": list(self.attempts),
             "evidence": self.evidence.to_json() if self.evidence else None,
             "baseline": self.baseline,
+            "reason": self.reason,
         }
 
     @classmethod
@@ -89,6 +91,7 @@ class Step:
             attempts=tuple(data.get("attempts", ())),
             evidence=Evidence(**data["evidence"]) if data.get("evidence") else None,
             baseline=data.get("baseline"),
+            reason=str(data.get("reason") or ""),
         )
 
 

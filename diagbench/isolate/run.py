@@ -40,11 +40,12 @@ from diagbench.launch.envs import Built
 from diagbench.records.manifest import RunSettings, build_manifest
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
-from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.records.store import LATEST_ISOLATION, RunDir, new_run_id, open_run, write_json
 from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.spec.ready import ISOLATE_READY_FIX, READY_FIX
 from diagbench.vocab import Outcome
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.+=-]+")
@@ -139,7 +140,7 @@ def open_isolation(
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
     placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
     run_id = options.run_id or new_run_id(problem.run_name)
-    run_dir = open_run(options.runs_dir, run_id)
+    run_dir = open_run(options.runs_dir, run_id, LATEST_ISOLATION)  # runs/latest stays the newest matrix run
     settings = RunSettings(
         repeat=options.repeat,
         parallel=options.parallel,
@@ -231,7 +232,9 @@ def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord])
 
 
 def _why(record: AttemptRecord) -> str:
-    return f"L{record.evidence.line_no}: {record.evidence.text}" if record.evidence else record.reason
+    if record.evidence:
+        return f"L{record.evidence.line_no}: {record.evidence.text}"
+    return record.reason.replace(READY_FIX, ISOLATE_READY_FIX)  # a timeout with no ready rule: isolate's own fix
 
 
 class Prober:
@@ -424,4 +427,5 @@ def make_step(
         attempts=tuple(r.attempt for r in records),
         evidence=first.evidence,
         baseline=baseline,
+        reason=first.reason or "",
     )

@@ -32,12 +32,14 @@ from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import redact, redact_argv, server_redactor
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.spec.ready import timeout_hint
 from diagbench.vocab import FailureClass, Outcome
 
 READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
 EXIT_DRAIN_READS = 1024  # up to 64 MB left in the pipe at exit (a worker may still be writing)
 PROBE_JOIN_S = 5.0
+LAST_LINE_BYTES = 4096  # a timeout's reason quotes the last line; longer lines are cut anyway
 PROVISIONAL_MAX = 1 << 16  # longer unfinished lines wait for their ending (no quadratic rescans)
 
 
@@ -53,6 +55,7 @@ class _Reader:
         self.line_no = 0
         self.bytes = 0
         self.eof = False
+        self._last = b""  # the last block of lines with something on them
 
     def pump(self, reads: int = READS_PER_WAKE, after_decision: bool = False) -> None:
         """Read up to `reads` chunks; stop at the decision (the log's tail is pinned there)
@@ -85,9 +88,20 @@ class _Reader:
             if hits:
                 self.watch.feed(hits, self.line_no, time.monotonic())
 
+    @property
+    def last_line(self) -> str:
+        """The last line with something on it (a pending one without its ending too)."""
+        for chunk in (self.splitter.pending, self._last):
+            text = chunk.rstrip()[-LAST_LINE_BYTES:].replace(b"\r", b"\n").rsplit(b"\n", 1)[-1]
+            if text.strip():
+                return text.decode("utf-8", "replace")
+        return ""
+
     def _lines(self, buf: bytes) -> None:
         if not buf:
             return
+        if buf.strip():
+            self._last = buf
         scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES, every_phase=True)
         self.line_no += scanned.lines
         self.watch.feed(scanned.hits, self.line_no, time.monotonic())
@@ -203,6 +217,9 @@ class _Supervisor:
             decision = _watch(proc, reader, readiness, self)
             if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
                 decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
+            hint = timeout_hint(reader.last_line, server.ready_log, server.ready_http)
+            if decision.outcome is Outcome.TIMEOUT and not decision.evidence and hint:
+                decision = replace(decision, reason=f"{decision.reason}; {hint}")
             reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
             redactor = server_redactor(server, [self.planned.cell.env], [self.planned.cell.args])
             self.hang.take(proc, decision, redactor)  # before teardown: the tree as it hung

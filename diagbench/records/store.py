@@ -4,7 +4,8 @@ runs/<run-id>/manifest.json      written before the first launch
 runs/<run-id>/cells/<attempt>/   server.log, result.json
 runs/<run-id>/verdicts.json
 runs/<run-id>/.lock              flock-ed by the one diagbench writing the run (`run`, `--resume`)
-runs/latest -> <run-id>
+runs/latest -> <run-id>            the newest `run` (never an isolation)
+runs/latest-isolation -> <run-id>  the newest `isolate`
 
 Records are written whole or not at all; a write that fails (disk full, read-only) is a
 `WriteError` naming the file and the OS's words, and what was written before stays readable.
@@ -63,8 +64,8 @@ def new_run_id(spec_name: str) -> str:
 
 def check_run_id(run_id: str) -> None:
     """A run id is one plain folder name under the runs directory: nothing else is written."""
-    if not _RUN_ID.fullmatch(run_id) or run_id == "latest":
-        why = "is reserved (runs/latest points at the newest run)" if run_id == "latest" else "is not a plain name"
+    if not _RUN_ID.fullmatch(run_id) or run_id in LINKS:
+        why = f"is reserved (runs/{run_id} points at the newest one)" if run_id in LINKS else "is not a plain name"
         raise UserError(
             f"--run-id {run_id!r} {why}: use letters, digits, '.', '_' and '-', "
             "not starting with '.' (e.g. --run-id nightly-2025-05-01)"
@@ -116,8 +117,13 @@ class RunDirExists(RunDirError):
     """The run directory is already there (another --run-id, or a moment later)."""
 
 
-def open_run(runs_dir: Path, run_id: str) -> RunDir:
-    """A new run directory, locked for this diagbench."""
+LATEST = "latest"  # runs/latest: the newest run of a spec
+LATEST_ISOLATION = "latest-isolation"  # runs/latest-isolation: the newest isolation (never runs/latest)
+LINKS = (LATEST, LATEST_ISOLATION)
+
+
+def open_run(runs_dir: Path, run_id: str, latest: str = LATEST) -> RunDir:
+    """A new run directory, locked for this diagbench; `runs_dir/<latest>` points at it."""
     check_run_id(run_id)
     path = runs_dir / run_id
     try:
@@ -134,7 +140,7 @@ def open_run(runs_dir: Path, run_id: str) -> RunDir:
     except OSError as exc:
         lock.release()
         raise WriteError(path / "cells", exc) from None
-    _point_latest(runs_dir, run_id)
+    _point_latest(runs_dir, run_id, latest)
     return RunDir(path, lock)
 
 
@@ -216,8 +222,8 @@ def lock_holder(path: Path) -> str | None:
     return None
 
 
-def _point_latest(runs_dir: Path, run_id: str) -> None:
-    link, tmp = runs_dir / "latest", runs_dir / f".latest.{os.getpid()}"
+def _point_latest(runs_dir: Path, run_id: str, name: str) -> None:
+    link, tmp = runs_dir / name, runs_dir / f".{name}.{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     try:

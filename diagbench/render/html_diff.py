@@ -22,7 +22,10 @@ def render_diff_html(a: RunView, b: RunView, changes: Changes) -> str:
     rows = [_row(c.cell_id, c.before, c.after, "REGRESSION" if c.regression else "→") for c in changes.cells]
     rows += [_row(cell, state, state, "=") for cell, state in changes.unchanged]
     cells = el(
-        "section", {"id": "cells"}, el("h2", None, "Cells"), el("table", {"class": "changes"}, el("tbody", None, rows))
+        "section",
+        {"id": "cells"},
+        el("h2", None, "Cells"),
+        el("table", {"class": "changes"}, _head("cell", a, b), el("tbody", None, rows)),
     )
     verdicts = [
         el("tr", None, el("td", None, h), _verdict(old), el("td", {"class": "arrow"}, "→"), _verdict(new))
@@ -32,9 +35,25 @@ def render_diff_html(a: RunView, b: RunView, changes: Changes) -> str:
         "section",
         {"id": "verdicts"},
         el("h2", None, "Hypotheses whose verdict changed"),
-        el("table", {"class": "changes"}, el("tbody", None, verdicts)),
+        el("table", {"class": "changes"}, _head("hypothesis", a, b), el("tbody", None, verdicts)),
     )
     return page(f"diagbench diff: {a.run_id} → {b.run_id}", heading, section or None, cells)
+
+
+def _head(what: str, a: RunView, b: RunView) -> Html:
+    """Before and after, each named by its run."""
+    return el(
+        "thead",
+        None,
+        el(
+            "tr",
+            None,
+            el("th", {"scope": "col"}, what),
+            el("th", {"scope": "col"}, "before ", el("code", None, a.run_id)),
+            el("th", {"scope": "col"}, ""),
+            el("th", {"scope": "col"}, "after ", el("code", None, b.run_id)),
+        ),
+    )
 
 
 def _row(cell_id: str, before: CellState, after: CellState, mark: str) -> Html:

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.status import Status as Spinner
-from rich.table import Table
 from rich.text import Text
 
 from diagbench.execute.slots import Slot
@@ -19,7 +18,9 @@ from diagbench.isolate.search import Result
 from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
+from diagbench.render.fit import Column, fit
 from diagbench.render.report import LINE_CHARS, OUTCOME_STYLE
+from diagbench.render.text import visible
 from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 
@@ -28,17 +29,17 @@ _STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestam
 
 
 def render_factors(
-    factors: Sequence[Factor], commands: dict[str, str], notes: Sequence[str] | None = None
+    factors: Sequence[Factor], commands: dict[str, str], notes: Sequence[str] | None = None, width: int | None = None
 ) -> RenderableType:
     """Every factor with both sides and the two baseline commands; for a dry run, how words were
     read and what the other ways of asking would cost (a real run ends with them)."""
-    table = Table(title=f"{len(factors)} factor(s) between good and bad", title_justify="left")
-    for column in ("factor", "kind", "good", "bad"):
-        table.add_column(column, overflow="fold")
-    for f in factors:
-        table.add_row(
-            Text(one_line(f.name)), Text(f.kind.value), Text(one_line(f.label(False))), Text(one_line(f.label(True)))
-        )
+    columns = [
+        Column("factor", [Text(one_line(f.name)) for f in factors]),
+        Column("kind", [Text(f.kind.value) for f in factors]),
+        Column("good", [Text(one_line(f.label(False))) for f in factors], flex=True),
+        Column("bad", [Text(one_line(f.label(True))) for f in factors], flex=True),
+    ]
+    table = fit(f"{len(factors)} factor(s) between good and bad", columns, width)
     parts: list[RenderableType] = [table]
     for side in ("good", "bad"):
         parts.append(Text(f"{side}: {one_line(commands[side])}"))
@@ -80,29 +81,25 @@ def outcomes_text(step: Step) -> str:
 
 
 def deciding(step: Step) -> str:
+    """The step's deciding log line, or its reason where no line decided it (an HTTP ready
+    probe's answer, a timeout)."""
     if step.evidence is None:
-        return ""
+        return one_line(step.reason)
     text = one_line(_STAMP.sub("", step.evidence.text))
     return f"L{step.evidence.line_no}: " + (text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…")
 
 
-def render_isolation(isolation: Isolation) -> RenderableType:
-    """The steps table, then the culprit (or why there is none) and what it cost."""
-    table = Table(title="isolation steps", title_justify="left")
-    table.add_column("#")
-    table.add_column("applied", overflow="fold", max_width=48)
-    table.add_column("outcome", no_wrap=True)
-    table.add_column("result", no_wrap=True)
-    table.add_column("deciding line", overflow="fold", ratio=1)
-    for number, step in enumerate(isolation.steps, start=1):
-        table.add_row(
-            Text(str(number)),
-            Text(applied_text(step, len(isolation.factors))),
-            Text(outcomes_text(step), style=OUTCOME_STYLE.get(step.outcome.value, "")),
-            Text(result_text(step), style=RESULT_STYLE[step.result]),
-            Text(deciding(step)),
-        )
-    return Group(table, *summary(isolation))
+def render_isolation(isolation: Isolation, width: int | None = None) -> RenderableType:
+    """The steps table (fitted to `width`), then the culprit (or why there is none) and what it cost."""
+    steps = isolation.steps
+    columns = [
+        Column("#", [Text(str(n)) for n in range(1, len(steps) + 1)]),
+        Column("applied", [Text(applied_text(s, len(isolation.factors))) for s in steps], flex=True),
+        Column("outcome", [Text(outcomes_text(s), style=OUTCOME_STYLE.get(s.outcome.value, "")) for s in steps]),
+        Column("result", [Text(result_text(s), style=RESULT_STYLE[s.result]) for s in steps]),
+        Column("deciding line", [Text(visible(deciding(s))) for s in steps], flex=True, lines=2),
+    ]
+    return Group(fit("isolation steps", columns, width), *summary(isolation))
 
 
 def summary(isolation: Isolation) -> list[Text]:
@@ -172,7 +169,7 @@ class IsolationProgress:
         self.running: dict[str, str] = {}
 
     def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
-        self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False)
+        self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False, soft_wrap=True)
         if self.console.is_terminal:
             self.spinner = self.console.status("launching")
             self.spinner.start()

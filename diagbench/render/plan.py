@@ -28,6 +28,7 @@ def render_plan(plan: Plan, environment: Mapping[str, Any] | None = None) -> str
         f"stall: {_stall_words(plan.stall_s)}",
         f"stacks: {_stacks_words(plan.stacks)}",
     ]
+    lines += [f"warning: {w}" for w in plan.warnings]
     if plan.slots is not None:
         lines.append(f"slots: {plan.slots}")
         if plan.gpus_in_use:
@@ -89,6 +90,7 @@ def plan_json(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:
             for cell in plan.cells
         ],
         "not_decidable": list(plan.not_decidable),
+        "warnings": list(plan.warnings),
         "launch_order": None
         if plan.launch_order is None
         else [{"attempt": a.attempt, "decides": list(a.decides)} for a in plan.launch_order],

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +17,7 @@ from diagbench.judge.cells import cell_counts, repeated
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
+from diagbench.render.fit import Column, fit
 from diagbench.render.hangs import hangs_markdown, outcome_words, saved_words
 from diagbench.safetext import one_line
 from diagbench.vocab import VerdictWord
@@ -74,53 +75,38 @@ def _gpus(r: AttemptRecord) -> str:
 
 
 def _tally(view: RunView) -> str:
-    """`6 attempts: 4 launched, 2 skipped` where some did not launch; else nothing."""
-    idle = [r for r in view.records if not r.outcome.ran]
-    if not idle:
+    """`6 attempts: 4 launched (1 cancelled while it ran), 2 cancelled before launch` where some
+    attempt did not run to its outcome; else nothing. Launched is what started a server."""
+    records = view.records
+    if all(r.outcome.ran for r in records):
         return ""
-    words = {o: sum(1 for r in idle if r.outcome is o) for o in dict.fromkeys(r.outcome for r in idle)}
-    shown = ", ".join(f"{n} {o.value}" for o, n in words.items())
-    return f"{len(view.records)} attempts: {len(view.records) - len(idle)} launched, {shown}"
+    launched = [r for r in records if r.outcome.ran or r.started_at is not None]
+    stopped = [r for r in launched if not r.outcome.ran]
+    idle = [r for r in records if r not in launched]
+    head = f"{len(records)} attempts: {len(launched)} launched"
+    if stopped:
+        head += (
+            f" ({_counted(stopped)} while it ran)" if len(stopped) == 1 else f" ({_counted(stopped)} while they ran)"
+        )
+    return head + (f", {_counted(idle)} before launch" if idle else "")
+
+
+def _counted(records: Sequence[AttemptRecord]) -> str:
+    words = {o: sum(1 for r in records if r.outcome is o) for o in dict.fromkeys(r.outcome for r in records)}
+    return ", ".join(f"{n} {o.value}" for o, n in words.items())
 
 
 # -- terminal ---------------------------------------------------------------------------
 
 
-def render_table(view: RunView) -> RenderableType:
-    """Terminal tables: one column per matrix axis, so a cell reads across its factors."""
-    axes = list(view.records[0].params) if view.records else []
-    with_gpus = any(r.gpus for r in view.records)
-    cells = Table(title=_text(f"{view.spec_name}: outcomes"), title_justify="left", expand=False)
-    for column in (*axes, "#", *(["gpus"] if with_gpus else []), "outcome", "phase", "time", "deciding line"):
-        cells.add_column(_text(column), overflow="fold")  # a spec's axis names: never markup
-    for r in view.records:
-        cells.add_row(  # Text, never markup: a log line may hold "[rank0]" or "[/x]"
-            *(_text(r.params.get(axis, "")) for axis in axes),
-            Text(str(r.repeat)),
-            *([Text(_gpus(r))] if with_gpus else []),
-            Text(outcome_words(r, short=True), style=OUTCOME_STYLE.get(r.outcome, "")),
-            _text(r.phase or ""),
-            Text(f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""),
-            _text(_STAMP.sub(r"\1", deciding_line(r), count=1)),
-        )
-    parts: list[RenderableType] = [cells]
+def render_table(view: RunView, width: int | None = None) -> RenderableType:
+    """Terminal tables, fitted to `width` (render/fit.py): one column per matrix axis that
+    varies, so a cell reads across its factors; the axes with one label are said in the title."""
+    parts: list[RenderableType] = [_outcomes_table(view, width)]
     if repeated(view.records):
         parts.append(_counts_table(view))
     if view.verdicts:
-        hyp = Table(title="hypotheses (judged against the pre-registered copy)", title_justify="left")
-        for column in ("id", "verdict", "why", "meaning"):
-            hyp.add_column(column, overflow="fold")
-        for v in view.verdicts:
-            hyp.add_row(
-                _text(v.id),
-                Text(v.verdict, style=VERDICT_STYLE[v.verdict]),
-                _text(_verdict_line(v)),
-                _text(v.meaning or ""),
-            )
-        parts.append(hyp)
-    parts.append(
-        Text(safetext.terminal(_footer(view)), style="dim", no_wrap=True, overflow="ignore")
-    )  # a path stays whole
+        parts.append(_verdicts_table(view, width))
     for violation in view.violations:
         parts.append(
             Text(
@@ -130,6 +116,61 @@ def render_table(view: RunView) -> RenderableType:
             )
         )
     return Group(*parts)
+
+
+def print_run(console: Console, view: RunView) -> None:
+    """The tables, then the footer: the run's path on a line of its own, never cut at the
+    terminal's width (it is what `report` and `--resume` need)."""
+    console.print(render_table(view, console.width))
+    for line in footer(view):
+        console.print(Text(line, style="dim"), crop=False, soft_wrap=True)
+
+
+def _outcomes_table(view: RunView, width: int | None) -> RenderableType:
+    records = view.records
+    axes = list(records[0].params) if records else []
+    varying = [a for a in axes if len({r.params.get(a, "") for r in records}) > 1] or axes
+    constant = [f"{a}={records[0].params.get(a, '')}" for a in axes if a not in varying]
+    title = one_line(f"{view.spec_name}: outcomes" + (f" (every cell: {', '.join(constant)})" if constant else ""))
+    one_repeat = all(r.repeat == 1 for r in records)
+    columns = [Column(one_line(a), [_text(r.params.get(a, "")) for r in records]) for a in varying]  # a spec's words
+    columns.append(Column("#", [Text(str(r.repeat)) for r in records], drop=5 if one_repeat else 0))
+    if any(r.gpus for r in records):
+        one_set = len({_gpus(r) for r in records}) == 1
+        columns.append(Column("gpus", [Text(_gpus(r)) for r in records], drop=4 if one_set else 2))
+    columns += [
+        Column(
+            "outcome", [Text(outcome_words(r, short=True), style=OUTCOME_STYLE.get(r.outcome, "")) for r in records]
+        ),
+        Column("phase", [_text(r.phase or "") for r in records], drop=1),
+        Column("time", [Text(_seconds(r)) for r in records], drop=3),
+        Column(
+            "deciding line",
+            [_text(_STAMP.sub(r"\1", deciding_line(r), count=1)) for r in records],
+            flex=True,
+            lines=2,
+        ),
+    ]
+    return fit(title, columns, width)
+
+
+def _outcome(r: AttemptRecord) -> Text:
+    return Text(outcome_words(r, short=True), style=OUTCOME_STYLE.get(r.outcome, ""))
+
+
+def _seconds(r: AttemptRecord) -> str:
+    return f"{r.time_to_outcome_s:.2f}s" if r.time_to_outcome_s is not None else ""
+
+
+def _verdicts_table(view: RunView, width: int | None) -> RenderableType:
+    verdicts = view.verdicts
+    columns = [
+        Column("id", [_text(v.id) for v in verdicts]),
+        Column("verdict", [Text(v.verdict, style=VERDICT_STYLE[v.verdict]) for v in verdicts]),
+        Column("why", [_text(_verdict_line(v)) for v in verdicts], flex=True, lines=2),
+        Column("meaning", [_text(v.meaning or "") for v in verdicts], flex=True),
+    ]
+    return fit("hypotheses (judged against the pre-registered copy)", columns, width)
 
 
 def _text(text: str) -> Text:
@@ -146,16 +187,19 @@ def _counts_table(view: RunView) -> Table:
     return table
 
 
-def _footer(view: RunView) -> str:
+def footer(view: RunView) -> list[str]:
+    """`run ID (complete), at:` then the path alone on its line; the tally; the hash check."""
     state = "complete" if view.complete else "partial"
+    lines = [f"run {view.run_id} ({state}) at", str(view.path)]
     tally = _tally(view)
-    head = f"run {view.run_id} ({state}) at {view.path}" + (f"\n{tally}" if tally else "")
+    if tally:
+        lines.append(tally)
     if saved := saved_words(view.records, view.timeout_s):
-        head += f"\n{saved}"
-    if not view.verdicts:  # no hypotheses: no pre-registration to vouch for
-        return head
-    check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
-    return f"{head}\nhypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})"
+        lines.append(saved)
+    if view.verdicts:  # no hypotheses: no pre-registration to vouch for
+        check = "ok" if view.hashes_match else "MISMATCH: the manifest was edited after the run"
+        lines.append(f"hypotheses sha256 {view.hypotheses_sha256[:16]}… ({check})")
+    return lines
 
 
 # -- Markdown ---------------------------------------------------------------------------

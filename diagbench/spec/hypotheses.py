@@ -11,7 +11,17 @@ from functools import partial
 from typing import Any
 
 from diagbench.spec.matrix import Axis, Cell, parse_selector
-from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, VERDICTS, Ended, FailureClass, Outcome, outcome_label
+from diagbench.vocab import (
+    CONDITION_OUTCOMES,
+    FAILURE_CLASSES,
+    NOT_READY,
+    NOT_READY_OUTCOMES,
+    VERDICTS,
+    Ended,
+    FailureClass,
+    Outcome,
+    outcome_label,
+)
 from diagbench.yamlsrc import Src, suggest
 
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
@@ -20,19 +30,24 @@ _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meanin
 @dataclass(frozen=True)
 class Condition:
     """An outcome, optionally narrowed to a failure class (`failed:oom`) and to where its
-    stacks say it hung (`timeout@nccl*`: a glob on result.json's `hang.site`)."""
+    stacks say it hung (`timeout@nccl*`: a glob on result.json's `hang.site`); or `not_ready`,
+    any outcome of a launch that did not come up (failed, crashed, timeout, launch_error)."""
 
-    outcome: Outcome
+    outcome: Outcome | str  # an Outcome, or NOT_READY
     failure_class: FailureClass | None = None
     hang_site: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "outcome", Outcome(self.outcome))
+        if self.outcome != NOT_READY:
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
         if self.failure_class is not None:
             object.__setattr__(self, "failure_class", FailureClass(self.failure_class))
 
     def holds(self, record: Ended) -> bool:
-        if record.outcome != self.outcome:
+        if self.outcome == NOT_READY:
+            if record.outcome not in NOT_READY_OUTCOMES:
+                return False
+        elif record.outcome != self.outcome:
             return False
         if self.failure_class is not None and self.failure_class != record.failure_class:
             return False
@@ -106,7 +121,7 @@ def _condition_of(text: str) -> Condition:
     failure_class = FailureClass.of(cls) if cls else None
     if cls and failure_class is None:
         raise ValueError(f"unknown failure class {cls!r}")
-    return Condition(Outcome(outcome), failure_class, site if at else None)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class, site if at else None)
 
 
 def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -151,7 +166,7 @@ def _condition(item: Src) -> Condition:
         raise item.error(f"unknown failure class '{cls}'", suggest(cls, FAILURE_CLASSES))
     if cls and outcome != Outcome.FAILED.value:
         raise item.error(f"a failure class only narrows 'failed', got '{text}'", f"write failed:{cls}")
-    return Condition(Outcome(outcome), failure_class, site if at else None)
+    return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class, site if at else None)
 
 
 def _selecting(src: Src, axes: Sequence[Axis] | None, cells: Sequence[Cell] | None) -> dict[str, tuple[str, ...]]:

@@ -108,14 +108,24 @@ class Cell:
 
     @property
     def slug(self) -> str:
-        text = ".".join(f"{axis}-{label}" for axis, label in self.params.items()) or "base"
-        return _SLUG_UNSAFE.sub("_", text)[:120]
+        """`kernel-mma.compile-on`: each axis and label kept apart from the `-` and `.` between
+        them (a label `.` or `-x` would otherwise read as a separator: `root-..bogus-off`)."""
+        text = ".".join(f"{_slug_part(axis)}-{_slug_part(label)}" for axis, label in self.params.items())
+        return (text or "base")[:120]
 
     def matches(self, selector: Selector) -> bool:
         return selects(selector, self.params)
 
 
-# -- parsing ----------------------------------------------------------------------------
+def _slug_part(text: str) -> str:
+    """A name or label for a folder name: unsafe characters, and a `.` or `-` at either end
+    (where it would join the separators), written `_`."""
+    safe = _SLUG_UNSAFE.sub("_", text)
+    head = len(safe) - len(safe.lstrip(".-"))
+    tail = len(safe) - len(safe.rstrip(".-"))
+    if head == len(safe):
+        return "_" * len(safe) or "_"
+    return "_" * head + safe[head : len(safe) - tail] + "_" * tail
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,4 @@ class Plan:
     launch_order: tuple[OrderedAttempt, ...] | None = None  # with --stop-when-decided only
     stall_s: float | None = None  # server.stall (or --stall)
     stacks: str = "on-timeout"  # when stacks are taken, or faulthandler
+    warnings: tuple[str, ...] = ()  # what the spec likely gets wrong (no ready rule a server of unknown kind prints)

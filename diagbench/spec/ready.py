@@ -116,3 +116,21 @@ class PriceLoad:
     request: ReadyRequest
     count: int
     budget_s: float = DEFAULT_PRICE_BUDGET_S
+
+
+LAST_LINE_CHARS = 160  # a timeout's reason quotes the log's last line up to this
+READY_FIX = "add `ready: {log: ...}` or `{http: /}`"
+ISOLATE_READY_FIX = f"{READY_FIX} (isolate: --ready REGEX or --http PATH)"
+
+
+def timeout_hint(last_line: str, ready_log: str | None, ready_http: str | None) -> str:
+    """What a `timeout` reason adds: the last line the server wrote, and the fix when no
+    ready rule of the spec's could match (a server of a kind the packs do not know)."""
+    line = last_line.strip()
+    line = line if len(line) <= LAST_LINE_CHARS else line[: LAST_LINE_CHARS - 1] + "…"
+    seen = f"the log's last line was '{line}'" if line else "the server wrote nothing"
+    if ready_log is None and ready_http is None:
+        return f"no ready rule matched; {seen}: {READY_FIX}"
+    if ready_log is not None:
+        return f"ready.log /{ready_log}/ never matched; {seen}"
+    return seen if line else ""  # an HTTP ready probe: what it last got says more than silence
