@@ -188,7 +188,8 @@ def test_the_worker_runs_its_attempt_and_records_where(tmp_path: Path) -> None:
 
 
 def test_sigterm_to_the_worker_tears_its_server_down_and_records_cancelled(tmp_path: Path) -> None:
-    run_dir, attempt = prepare_attempt(tmp_path, ["out=loading", "ignore-term", "hang"])
+    # "loading" is printed once SIGTERM is ignored: the signal below always finds it so
+    run_dir, attempt = prepare_attempt(tmp_path, ["ignore-term", "out=loading", "hang"])
     worker = subprocess.Popen(
         [sys.executable, "-m", "diagbench", "worker", str(run_dir), attempt],
         env={**os.environ, "SLURM_JOB_ID": "78"},
