@@ -191,3 +191,23 @@ def test_plain_lines_break_at_spaces_under_their_indent_and_never_cut_a_word() -
     assert all(len(x) <= 80 for x in lines if path not in x) and lines[2].startswith("        --flag")
     assert f"    {path}" in lines  # too long for any line: whole, on its own (indented)
     assert text.replace("\n", " ").split() == f"title {line} see {path}".split()  # nothing lost
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_isolate_fits_its_tables_to_the_terminal_it_prints_to(tmp_path, columns):
+    """isolate's own tables are laid out for the console's width: laid out unbounded, rich
+    squeezed the short columns to nothing (an empty '#', outcome and result at 100 columns)."""
+    from conftest import run_cli
+
+    good = "SGLANG_SM120_MMA_FLASHMLA=0 {python} -m diagbench.simulator --port {port}"
+    bad = "SGLANG_SM120_MMA_FLASHMLA=1 {python} -m diagbench.simulator --port {port} --enable-torch-compile"
+    done = run_cli("isolate", "--good", good, "--bad", bad, "--runs-dir", str(tmp_path), columns=columns)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    too_wide = [line for line in lines if len(line) > columns and not line.startswith("run directory: ")]
+    assert too_wide == []  # the run's path alone is never cut
+    steps = lines[next(i for i, line in enumerate(lines) if line.startswith("isolation steps")) :]
+    assert any(
+        "failed:cuda_graph_capture" in line and "fail" in line.split("failed:cuda_graph_capture")[1] for line in steps
+    )
+    assert sum(" pass" in line for line in steps) >= 2

@@ -102,10 +102,10 @@ def isolate(
     problem = guarded(lambda: _with_stall(problem, stall))
     commands = {side: _command(problem, side) for side in ("good", "bad")}
     if dry_run:
-        out.print(render_factors(problem.space.factors, commands, problem.space.notes))
+        out.print(render_factors(problem.space.factors, commands, problem.space.notes, width=out.width))
         return
     console = err if as_json else out
-    console.print(render_factors(problem.space.factors, commands))
+    console.print(render_factors(problem.space.factors, commands, width=console.width))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     options = IsolateOptions(runs_dir, run_id, repeat, parallel, request)
     slots = guarded(lambda: isolation_slots(problem, options))
@@ -155,7 +155,7 @@ def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
     if as_json:
         write_out(json.dumps(isolation.to_json(), indent=2) + "\n")
     else:
-        out.print(render_isolation(isolation))
+        out.print(render_isolation(isolation, out.width))
     if isolation.status.exit_code != ExitCode.OK:
         err.print(f"diagbench: {isolation.reason} (the records are in {result.run_dir.path})", markup=False)
     if result.harness_errors:
