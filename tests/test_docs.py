@@ -82,8 +82,8 @@ def produced(shown: Shown) -> tuple[int, list[str]]:
 
 
 def matches(shown: Shown, lines: list[str]) -> bool:
-    if not shown.abridged:
-        return [line.rstrip() for line in shown.output] == lines
+    if not shown.abridged:  # words and their order; where a long line wraps depends on this checkout's path
+        return " ".join(shown.output).split() == " ".join(lines).split()
     wanted = iter(lines)
     return all(any(line.rstrip() == got for got in wanted) for line in shown.output if line != ABRIDGED)
 
@@ -155,7 +155,7 @@ def test_the_readme_first_screen_installs_runs_the_demo_and_the_tests() -> None:
     assert "python3 -m venv .venv" in parts
     assert any(p.startswith(".venv/bin/pip install") for p in parts)
     assert ".venv/bin/diagbench run experiments/demo.yaml" in parts
-    assert ".venv/bin/python -m pytest -q" in parts
+    assert any(p.startswith(".venv/bin/python -m pytest -q") for p in parts)
 
 
 def test_the_readme_first_screen_demo_runs(tmp_path: Path) -> None:

@@ -72,11 +72,13 @@ def test_the_guilty_package_among_six_and_the_cache_on_a_second_run(env_cache: P
     assert data["target"] == {"outcome": "failed", "failure_class": "import_error"}
     assert "culprit: packaging 21.3 -> 22.0" in isolate(env_cache, tmp_path, *args[:-1]).stdout  # the text form
     builds = built(first.stderr)
-    assert builds == data["launches"] < 2 + 6  # one environment per launch, fewer than one at a time
+    # one environment per configuration the search tried, fewer than one at a time; the launches
+    # that confirm the culprit (at --repeat 1) re-use theirs
+    assert builds <= data["launches"] and builds < 2 + 6
     again = isolate(env_cache, tmp_path, *args)
     assert again.returncode == 0 and json.loads(again.stdout)["culprit"] == ["packaging"]
     assert built(again.stderr) == 0
-    assert again.stderr.count("found in the cache") == builds
+    assert again.stderr.count("found in the cache") >= builds
 
 
 def test_a_set_that_does_not_resolve_is_unresolved_and_the_pair_applied_together(

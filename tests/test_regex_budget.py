@@ -77,7 +77,7 @@ def test_engine_re_holds_a_users_pack_to_the_same_budget(tmp_path):
         timeout=90,
     )
     assert time.monotonic() - started < 30
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode in (0, 1, 3), done.stderr  # ready, failed or unknown: decided, never hung
     assert "mine.evil took more than" in done.stderr
 
 
