@@ -25,7 +25,7 @@ from diagbench.errors import SpecError
 from diagbench.launch.logfile import CappedLog, tail_size
 from diagbench.launch.ports import free_port
 from diagbench.launch.process import sweep_tagged
-from diagbench.launch.tags import CACHES_PREFIX, SCOPE_VAR, current_scope
+from diagbench.launch.tags import CACHES_PREFIX, SCOPE_VAR, current_scope, scope_mark
 from diagbench.spec.load import load_spec
 from diagbench.vocab import Evidence
 
@@ -82,7 +82,7 @@ def test_kill_9_leaves_nothing_after_the_next_cleanup(tmp_path):
         run = (runs_dir / "latest").resolve()
         wait_until(lambda: len(sweep_tagged(run)) >= 6, what="both trees")
         main_pids = [c.pid for c in psutil.Process(proc.pid).children()]
-        caches = list(Path(tempfile.gettempdir()).glob(f"{CACHES_PREFIX}{current_scope()}+{proc.pid}@*"))
+        caches = list(Path(tempfile.gettempdir()).glob(f"{CACHES_PREFIX}{scope_mark(current_scope())}+{proc.pid}@*"))
         assert len(main_pids) == 2 and len(caches) == 2
     finally:
         proc.kill()

@@ -17,7 +17,7 @@ import pytest
 from conftest import unique_id, wait_until
 from diagbench.launch.process import sweep_tagged
 from diagbench.launch.reaper import find_strays, leaked_folders
-from diagbench.launch.tags import SCOPE_VAR, Owner, Tag, caches_owner, caches_prefix, current_scope, me
+from diagbench.launch.tags import SCOPE_VAR, Owner, Tag, caches_owner, caches_prefix, current_scope, me, scope_mark
 
 
 @pytest.fixture
@@ -68,7 +68,8 @@ def test_caches_folders_carry_their_scope(tmp_path, ended, monkeypatch):
     folders = {scope: tmp_path / (caches_prefix(ended, scope) + "x1") for scope in ("a", "b", "")}
     for folder in folders.values():
         folder.mkdir()
-    assert {caches_owner(f.name) for f in folders.values()} == {(ended, "a"), (ended, "b"), (ended, "")}
+    marks = {(ended, scope_mark("a")), (ended, scope_mark("b")), (ended, "")}
+    assert {caches_owner(f.name) for f in folders.values()} == marks
     assert [f for f in leaked_folders() if f.parent == tmp_path] == []  # the session's own scope: none
     monkeypatch.setenv(SCOPE_VAR, "a")
     assert [f for f in leaked_folders() if f.parent == tmp_path] == [folders["a"]]
@@ -104,3 +105,12 @@ def test_a_run_sweeps_only_its_scope(tmp_path, ended):
     finally:
         shutil.rmtree(theirs, ignore_errors=True)
         shutil.rmtree(mine, ignore_errors=True)
+
+
+def test_a_scoped_caches_folder_leaves_room_for_a_servers_socket(ended):
+    """vLLM binds `ipc://$TMPDIR/<uuid4>`: under a scoped caches folder that path must stay
+    within the 107 bytes a Unix socket path may have (a whole scope word pushed it to 121)."""
+    import uuid
+
+    folder = Path("/tmp") / (caches_prefix(me(), "pytest-master-1a2b3c4d") + "abcdefgh") / "tmpdir"
+    assert len(f"{folder}/{uuid.uuid4()}") <= 107

@@ -20,7 +20,7 @@ import psutil
 
 from diagbench.launch.caches import caches_places
 from diagbench.launch.process import Teardown, process_group, stop_processes, tagged_processes
-from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner, in_scope
+from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner, current_scope, in_scope, scope_mark
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def leaked_folders() -> list[Path]:
     for place in caches_places():
         for folder in place.glob(CACHES_PREFIX + "*"):
             named = caches_owner(folder.name)
-            if named is not None and in_scope(named[1]) and _ours(folder) and named[0].gone():
+            if named is not None and named[1] == scope_mark(current_scope()) and _ours(folder) and named[0].gone():
                 found.append(folder)
     return sorted(found)
 

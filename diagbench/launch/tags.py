@@ -21,6 +21,7 @@ touches what a scoped one left (`DIAGBENCH_SCOPE=<word> diagbench cleanup` does)
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import secrets
@@ -153,14 +154,23 @@ def _word(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
 
 
+def scope_mark(scope: str) -> str:
+    """A scope as a temporary folder's name carries it: six hex digits of its hash ("" for none).
+    Short on purpose: servers put sockets under TMPDIR (vLLM's ZMQ `ipc://$TMPDIR/<uuid4>`), and
+    a socket path longer than 107 bytes cannot be bound; a whole scope word pushed it past that."""
+    return hashlib.sha256(scope.encode()).hexdigest()[:6] if scope else ""
+
+
 def caches_prefix(owner: Owner, scope: str = "") -> str:
-    """The name prefix of an attempt's temporary folder: its owner (and scope) can be read
-    back from it: diagbench-caches-[<scope>+]<owner>-."""
-    return f"{CACHES_PREFIX}{scope + '+' if scope else ''}{owner}-"
+    """The name prefix of an attempt's temporary folder: its owner (and its scope's mark) can be
+    read back from it: diagbench-caches-[<mark>+]<owner>-."""
+    mark = scope_mark(scope)
+    return f"{CACHES_PREFIX}{mark + '+' if mark else ''}{owner}-"
 
 
 def caches_owner(name: str) -> tuple[Owner, str] | None:
-    """The owner and scope of a temporary folder named by `caches_prefix`, or None (not one of ours)."""
+    """The owner and scope mark (`scope_mark`) of a temporary folder named by `caches_prefix`,
+    or None (not one of ours)."""
     if not name.startswith(CACHES_PREFIX):
         return None
     head, sep, _random = name[len(CACHES_PREFIX) :].rpartition("-")
