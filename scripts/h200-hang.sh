@@ -14,6 +14,8 @@ OUT=${1:?usage: bash scripts/h200-hang.sh OUT}
 NAME=refserver-hang-h200
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
+# the servers run in the spec's cwd (experiments/): an uninstalled checkout must still import
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 have() { "$PY" -c "import $1" 2>/dev/null; }
 from_wheels() {  # install what is missing from wheels/ only; say so when it is not there

@@ -14,6 +14,8 @@
 set -uo pipefail
 out=${1:?usage: bash scripts/h200-triage.sh OUT_DIR}
 mkdir -p "$out"
+# the servers run in the spec's cwd (experiments/): an uninstalled checkout must still import
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python3 -m pip install -q --no-deps --no-build-isolation -e . || exit 3
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "no GPU visible to torch")' || exit 3
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
