@@ -302,7 +302,6 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
     import sys
 
     from conftest import write_spec
-    from diagbench.launch.process import sweep_tagged
 
     spec = write_spec(
         tmp_path,
@@ -333,7 +332,11 @@ def test_interrupting_diagbench_records_and_cleans_up(tmp_path, sig):
 
     outcomes = [json.loads(p.read_text())["outcome"] for p in sorted(run_dir.glob("cells/*/result.json"))]
     assert outcomes == ["cancelled", "cancelled", "cancelled"]
-    assert sweep_tagged(run_dir.name) == []
+    # every process was SIGKILLed by the teardown; on a loaded machine the kernel may take a
+    # moment to finish one that is exiting (seen in CI once in about ten runs): 3 s, no more
+    from conftest import wait_gone
+
+    wait_gone(run_dir.name)
     assert b"Traceback" not in output
 
 
