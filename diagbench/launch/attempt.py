@@ -100,7 +100,7 @@ class _Reader:
     def _lines(self, buf: bytes) -> None:
         if not buf:
             return
-        if buf.strip():
+        if not buf.isspace():  # stops at the first non-blank byte: no copy of the block per read
             self._last = buf
         scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES, every_phase=True)
         self.line_no += scanned.lines
