@@ -7,7 +7,7 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -17,6 +17,10 @@ from diagbench.errors import UserError
 from diagbench.render.console import cut_output, drain, lazy_console, mark_cut
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode
+
+if TYPE_CHECKING:
+    from diagbench.judge.view import RunView
+    from diagbench.spec.load import Spec
 
 app = typer.Typer(
     cls=ReadableGroup,
@@ -84,6 +88,16 @@ def output_cut_exit(code: object) -> object:
         markup=False,
     )
     return ExitCode.USAGE.value
+
+
+def write_run_html(run: Path, spec: Spec, html_of: Callable[[RunView], str]) -> None:
+    """report.html in a run directory, as `run` leaves one (an isolation's and a triage's too)."""
+    from diagbench.judge.view import view_of
+    from diagbench.records.redact import spec_redactor
+    from diagbench.records.store import load_run
+
+    view = guarded(lambda: view_of(load_run(run), spec_redactor(spec)))
+    guarded(lambda: write_report(run / "report.html", html_of(view), "w", run))
 
 
 def write_report(path: Path, text: str, mode: str, run: Path) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, write_out, write_report
+from diagbench.cli.app import app, err, guarded, out, write_out, write_run_html
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.isolate.problem import Problem, ServerRules
     from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
+    from diagbench.judge.view import RunView
     from diagbench.launch.envs import Built
 
 _GOOD_HELP = (
@@ -125,7 +126,7 @@ def isolate(
             result = guarded(lambda: search(problem, options, progress, cancel))
         finally:
             progress.close()
-    _write_report(result, problem)
+    write_run_html(result.run_dir.path, problem.spec, _report_html(result))
     _finish(result, as_json)
 
 
@@ -135,16 +136,10 @@ def _bisect(problem: Problem, options: IsolateOptions, events: IsolateEvents, ca
     return bisect(problem, options, events, cancel)
 
 
-def _write_report(result: IsolateResult, problem: Problem) -> None:
-    """report.html in the run directory, as `run` leaves one (an interrupted isolation's too)."""
-    from diagbench.judge.view import view_of
-    from diagbench.records.redact import spec_redactor
-    from diagbench.records.store import load_run
+def _report_html(result: IsolateResult) -> Callable[[RunView], str]:
     from diagbench.render.isolation_report import isolation_html
 
-    path = result.run_dir.path
-    view = guarded(lambda: view_of(load_run(path), spec_redactor(problem.spec)))
-    guarded(lambda: write_report(path / "report.html", isolation_html(view, result.isolation), "w", path))
+    return lambda view: isolation_html(view, result.isolation)
 
 
 def _finish(result: IsolateResult, as_json: bool) -> NoReturn:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, write_report
+from diagbench.cli.app import app, err, guarded, out, write_out, write_run_html
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
-    from diagbench.triage.problem import TriageProblem
     from diagbench.triage.run import TriageResult
 
 TRIAGE_EXIT_CODES = (
@@ -80,19 +78,10 @@ def triage(
             result = guarded(lambda: run_triage(problem, options, progress, cancel))
         finally:
             progress.close()
-    _write_report(result, problem)
-    _finish(result, as_json)
-
-
-def _write_report(result: TriageResult, problem: TriageProblem) -> None:
-    from diagbench.judge.view import view_of
-    from diagbench.records.redact import spec_redactor
-    from diagbench.records.store import load_run
     from diagbench.render.triage import triage_html
 
-    path = result.run_dir.path
-    view = guarded(lambda: view_of(load_run(path), spec_redactor(problem.spec)))
-    guarded(lambda: write_report(path / "report.html", triage_html(view, result.triage), "w", path))
+    write_run_html(result.run_dir.path, problem.spec, lambda view: triage_html(view, result.triage))
+    _finish(result, as_json)
 
 
 def _finish(result: TriageResult, as_json: bool) -> NoReturn:
@@ -100,7 +89,7 @@ def _finish(result: TriageResult, as_json: bool) -> NoReturn:
 
     found = result.triage
     if as_json:
-        sys.stdout.write(json.dumps(found.to_json(), indent=2) + "\n")
+        write_out(json.dumps(found.to_json(), indent=2) + "\n")
     else:
         out.print(render_triage(found))
     if found.status.exit_code != ExitCode.OK and found.reason:
@@ -127,6 +116,6 @@ def list_remedies(
 
     chosen = guarded(lambda: select_remedies(server, failure_class, remedies or []))
     if as_json:
-        sys.stdout.write(remedies_json(chosen))
+        write_out(remedies_json(chosen))
     else:
         out.print(render_remedies(chosen))

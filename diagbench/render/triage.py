@@ -12,7 +12,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from diagbench.execute.slots import Slot
+from diagbench.execute.events import QuietEvents
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
@@ -33,7 +33,7 @@ _HEADLINE = {
 }
 
 
-class TriageProgress:
+class TriageProgress(QuietEvents):
     """Each launch as it ends (plain lines, also in CI logs)."""
 
     def __init__(self, console: Console):
@@ -42,15 +42,6 @@ class TriageProgress:
 
     def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
         self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False)
-
-    def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
-        return None
-
-    def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
-        return None
-
-    def on_phase(self, item: PlannedAttempt, phase: str) -> None:
-        return None
 
     def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
         what = "the command" if record.cell_id == "none" else record.cell_id
