@@ -176,10 +176,6 @@ MEMORY_LINES = {
     "the `--gpu-memory-utilization` flag controls the fraction of CPU memory reserved (despite its name).": (
         "vllm.cpu_startup_host_oom"
     ),
-    # vllm worker/worker.py:492 raise_if_cache_size_invalid (0.6.3)
-    "[rank0]: ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
-    "stored in KV cache (1600). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-    "initializing the engine.": "vllm.kv_cache_too_short",
     # vllm worker/cpu_worker.py:283 (0.6.3)
     "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in "
     "KV cache (2048). Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the "
@@ -193,6 +189,28 @@ MEMORY_LINES = {
         "llamacpp.buffer_oom"
     ),
 }
+
+
+# a check that one request of max_model_len fits the KV cache: a length too long, not memory that ran out
+CAPACITY_LINES = {
+    # vllm worker/worker.py:492 raise_if_cache_size_invalid (0.6.3)
+    "[rank0]: ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (1600). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+    "initializing the engine.": "vllm.kv_cache_too_short",
+    # vllm v1/core/kv_cache_utils.py _check_enough_kv_cache_memory
+    "(EngineCore_DP0 pid=1) ValueError: To serve at least one request with the models's max seq len (131072), "
+    "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.47 GiB). Based on the "
+    "available memory, the estimated maximum model length is 77584. Try increasing `gpu_memory_utilization` or "
+    "decreasing `max_model_len` when initializing the engine.": "vllm.kv_cache_too_small",
+}
+
+
+@pytest.mark.parametrize("line", sorted(CAPACITY_LINES))
+def test_a_context_longer_than_the_kv_cache_holds_is_other_not_oom(tmp_path: Path, line: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"INFO loading\n{line}\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.signature, got.line_no) == ("failed", "other", CAPACITY_LINES[line], 2)
 
 
 @pytest.mark.parametrize("line", sorted(MEMORY_LINES))

@@ -196,3 +196,67 @@ def test_a_large_log_is_read_around_its_decision(tmp_path: Path) -> None:
     got = classify_file(log, SIGS)
     assert (got.outcome, got.failure_class, got.line_no) == ("failed", "oom", 15)
     assert got.cause is not None and (got.cause.type, got.cause.line_no) == ("torch.OutOfMemoryError", 15)
+
+
+def test_an_error_of_no_finer_class_during_capture_is_a_capture_failure(tmp_path: Path) -> None:
+    """slime's SGLang engines: a FlashInfer JIT build (ninja) fails while CUDA graphs are being
+    captured; SGLang words such a failure "Capture cuda graph failed: ...". The root stays the
+    cause; a root of a finer class keeps its class (a ptxas failure during capture is triton)."""
+    got = classify_file(CORPUS / "batch2/logs/003.log", SIGS)
+    assert (got.outcome, got.failure_class, got.phase) == ("failed", "cuda_graph_capture", "capture bs=32")
+    assert got.cause is not None and got.cause.type == "subprocess.CalledProcessError"
+    assert (classify_file(CORPUS / "logs/005.log", SIGS).failure_class, "capture") == ("triton", "capture")
+    # the same error after the capture ended is no capture failure
+    log = tmp_path / "server.log"
+    lines = (CORPUS / "batch2/logs/003.log").read_text().splitlines()
+    log.write_text(
+        "\n".join([lines[0], "[2026-01-04 01:42:55 TP0] Capture cuda graph end. Time elapsed: 3.1 s", *lines[1:]])
+    )
+    assert classify_file(log, SIGS).failure_class == "other"
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "INFO:     Shutting down",  # uvicorn server.py
+        "INFO:     Finished server process [4242]",  # uvicorn server.py
+        "[2024-05-17 14:45:46] [INFO] Server stopped",
+        "INFO  ModelServer Model server stopped.",  # DJL Serving ModelServer.java
+        "2024-05-01T10:00:00.000Z INFO text_generation_launcher: Shutting down shards",  # TGI launcher
+    ],
+)
+def test_a_server_that_stops_before_any_ready_line_failed(tmp_path: Path, last: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"INFO loading the model\nINFO model loaded\n{last}\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.line_no) == ("failed", "other", 3)
+    assert got.cause is not None and got.cause.type == "server stopped"
+    # after a ready line the same words are a clean shutdown
+    log.write_text(f"INFO loading\nINFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n{last}\n")
+    assert classify_file(log, SIGS).outcome == "ready"
+    # and far from the end they are not the log's last state
+    log.write_text(f"{last}\n" + "INFO loading the model again\n" * 10)
+    assert classify_file(log, SIGS).outcome == "unknown"
+
+
+def test_lm_studio_stopping_its_server_is_a_failed_start() -> None:
+    got = classify_file(CORPUS / "batch2/logs/093.log", SIGS)
+    assert (got.outcome, got.failure_class) == ("failed", "other")
+
+
+def test_asyncio_bind_errors_and_rendezvous_errors_are_read_without_packs() -> None:
+    """lmdeploy's gradio server: CPython asyncio's "error while attempting to bind on address"
+    (errno 99, not a port in use: other); torch's RendezvousTimeoutError is the process group's
+    start-up (nccl)."""
+    got = classify_file(CORPUS / "logs/086.log", [], "re")
+    assert (got.outcome, got.failure_class) == ("failed", "other")
+    assert got.cause is not None and got.cause.type == "bind"
+    assert class_of("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "")[0] == "nccl"
+    assert class_of("torch.distributed.DistNetworkError", "failed to connect")[0] == "nccl"
+
+
+def test_triton_ascend_frames_its_compile_errors() -> None:
+    """triton-ascend's MLIRCompilationError message ends in "///---[ERROR][Triton][END]---";
+    the kill that follows it is its fallout."""
+    got = classify_file(CORPUS / "batch2/logs/002.log", SIGS)
+    assert (got.outcome, got.failure_class, got.signature) == ("failed", "triton", "triton.mlir_compilation_error")

@@ -89,6 +89,15 @@ TABLE = (
         "S nccl src/misc/utils.cc ncclGetErrorString; torch c10d/NCCLUtils.hpp (NCCL error in: ..., "
         "unhandled cuda error / internal error)",
     ),
+    Entry(
+        "nccl",
+        r"(?:torch\.distributed\.[\w.]*)?(?:Rendezvous(?:Timeout|Closed|Connection|State)Error|DistNetworkError"
+        r"|DistStoreError)",
+        "",
+        "S torch torch/distributed/elastic/rendezvous/api.py (RendezvousTimeoutError, RendezvousClosedError, "
+        "RendezvousConnectionError, RendezvousStateError); torch/csrc/distributed/c10d (DistNetworkError, "
+        "DistStoreError): the process group's start-up, as the nccl pack's rendezvous line has it",
+    ),
     # -- compilers ------------------------------------------------------------------------------------
     Entry(
         "triton",

@@ -5,6 +5,7 @@
   class: "Engine core initialization failed" over an `ImportError` is an import error.
 - An undecided log that reports an error (a traceback, a native report), or whose last lines
   log an error record, is failed with the error's class.
+- A failure of no finer class during the capture phase is a capture failure.
 - The last state wins: a log that reached its ready line or its serving phase and then
   died (a native crash, a killed process, a GPU error outside a request) is failed, with
   `phase: serving` and its ready line kept; handled tracebacks, request errors and a clean
@@ -90,6 +91,21 @@ def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:
 def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
     """The reading with its root cause, and the last state of the log (`last_line`: its
     number of lines)."""
+    return _in_capture(_refine(reading, causes, last_line))
+
+
+def _in_capture(reading: Reading) -> Reading:
+    """A failure of no finer class while the server was capturing CUDA graphs is a capture
+    failure, as SGLang itself words it: CudaGraphRunner wraps what its capture raises in
+    "Capture cuda graph failed: {e}" (sglang model_executor/cuda_graph_runner.py; a JIT
+    build that fails there reads "Capture cuda graph failed: Ninja build failed."). A root
+    of a finer class (OOM, NCCL, a Triton compile error) keeps its class."""
+    if reading.outcome == "failed" and reading.failure_class == "other" and (reading.phase or "").startswith("capture"):
+        return replace(reading, failure_class="cuda_graph_capture")
+    return reading
+
+
+def _refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
     errors = [c for c in causes if c.type not in ENDING]  # logged error records say little on their own
     if reading.outcome == "failed" and reading.evidence is not None:
         return _failed(reading, errors or causes)

@@ -45,7 +45,8 @@ _NAMED = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
 PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
-ENDING = (LOGGED, PROMPT)  # what names a failure only among a log's last lines
+STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)
+ENDING = (LOGGED, PROMPT, STOPPED)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 # native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
 # group 1, or the whole line where it has none. No pattern starts with `.*`: a search that
@@ -79,13 +80,23 @@ _NATIVE_PATTERNS = (
     (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
     (
         r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
-        r"|\blisten (?:tcp|udp)\d? \S+: bind: ",
+        r"|\blisten (?:tcp|udp)\d? \S+: bind: |error while attempting to bind on address",  # cpython asyncio
         "bind",
     ),
     (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
     (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
     # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
     (r"^(Process [\w-]+):\s*$", "multiprocessing"),
+    # a server shutting down: uvicorn server.py ("Shutting down", "Finished server process [%d]") and
+    # lifespan/on.py ("Application shutdown complete."); gunicorn arbiter.py ("Shutting down: %s");
+    # TGI launcher/src/main.rs ("Shutting down shards"); Triton's OpenAI frontend main.py ("Shutting
+    # down Triton ..."); DJL Serving ModelServer.java ("Stopping model server.", "Model server stopped.")
+    (
+        r"((?:\bShutting down(?:\s*$|: Master|\s+shards\b|\s+Triton\b)|\bFinished server process \[\d+\]"
+        r"|\bApplication shutdown complete\.|\b(?:[Mm]odel )?[Ss]erver stopped\b"
+        r"|\b[Ss]topping (?:the )?(?:model )?server\b).*)",
+        STOPPED,
+    ),
     (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
     (
         r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
@@ -133,6 +144,11 @@ _WORDS = (
     "mpirun",
     "symbol",
     "shared ",
+    "Shutting down",
+    "Finished server",
+    "shutdown complete",
+    "topped",
+    "topping",
 )
 _MESSAGE_CHARS = 300
 LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
