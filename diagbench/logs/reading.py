@@ -24,7 +24,7 @@ from diagbench.logs.lines import count_endings, read_blocks, split_lines
 from diagbench.logs.rootcause import DEATHS, ENDING, Cause, read, root_of
 from diagbench.vocab import Evidence
 
-TAIL = 1 << 20  # the root cause is read in the last MB before the decision (or the log's end)
+TAIL = 1 << 18  # the root cause is read in the last 256 KB before the decision (or the log's end): thousands of lines
 BLOCK = 1 << 20
 CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
 SERVING = "serving"

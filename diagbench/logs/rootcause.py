@@ -150,6 +150,9 @@ _WORDS = (
     "topped",
     "topping",
 )
+# and what the other lines the reader takes need: a traceback's header and frames, an
+# exception's name, a chain's words ("... above exception ...")
+_LOOK = (*_WORDS, "Traceback", 'File "', "xception")
 _MESSAGE_CHARS = 300
 LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
@@ -197,11 +200,25 @@ def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
     """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end."""
     state = _State(first_line_no)
     for i, line in enumerate(lines):
-        for part in _parts(line[:LINE_CHARS]):
-            state.take(strip(part), i, _GLOG.search(part))
+        head = line[:LINE_CHARS]
+        if not state.in_tb and not _may_report(head):
+            continue  # most lines: no word any error needs, outside a traceback (changes no state)
+        for part in _parts(head):
+            state.take(strip(part), i, _GLOG.search(part) if "] " in part else None)
     state.cut()
     state.close()
     return sorted(state.out, key=lambda c: c.line_no)
+
+
+def _may_report(line: str) -> bool:
+    """Whether a line outside a traceback can hold anything the reader takes: a traceback's
+    header, frame or exception line, a chain's words, a native report, a glog record or the
+    shell's prompt (substring tests, not a search per pattern)."""
+    return (
+        any(word in line for word in _LOOK)
+        or line.rstrip().endswith(("$", "#"))
+        or ("] " in line and _GLOG.search(line) is not None)
+    )
 
 
 def _parts(line: str) -> list[str]:
