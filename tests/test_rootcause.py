@@ -260,3 +260,32 @@ def test_triton_ascend_frames_its_compile_errors() -> None:
     the kill that follows it is its fallout."""
     got = classify_file(CORPUS / "batch2/logs/002.log", SIGS)
     assert (got.outcome, got.failure_class, got.signature) == ("failed", "triton", "triton.mlir_compilation_error")
+
+
+def test_after_a_frameworks_ready_line_handled_errors_keep_it_ready(tmp_path: Path) -> None:
+    """DJL Serving bound its API, then a request's chunk read timed out: the Java exception
+    follows a WARN record of the request handler, so the server went on (ready). BentoML bound
+    first and then its runner failed to import a module: that ended it (failed, ready kept)."""
+    got = classify_file(CORPUS / "batch2/logs/091.log", SIGS)
+    assert (got.outcome, got.phase, got.line_no) == ("ready", "serving", 1)
+    died = classify_file(CORPUS / "batch2/logs/075.log", SIGS)
+    assert (died.outcome, died.failure_class, died.phase) == ("failed", "import_error", "serving")
+    assert died.ready is not None and died.ready.line_no == 1
+    # a web framework's own request-error record (uvicorn's), then the request's traceback
+    request = [
+        "ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        '  File "/app/server.py", line 12, in generate',
+        "    raise ValueError(prompt)",
+        "ValueError: prompt too long",
+    ]
+    up = "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(["INFO: loading", up, *request, 'INFO:     127.0.0.1:5 - "POST /x HTTP/1.1" 500']) + "\n")
+    assert classify_file(log, SIGS).outcome == "ready"
+    # the same traceback with no handler's record before it ended the server
+    log.write_text("\n".join(["INFO: loading", up, *request[1:]]) + "\n")
+    assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).phase) == ("failed", "serving")
+    # a handled record does not make a death harmless
+    log.write_text("\n".join(["INFO: loading", up, *request, "Segmentation fault (core dumped)"]) + "\n")
+    assert classify_file(log, SIGS).failure_class == "segfault"

@@ -91,7 +91,9 @@ def classify_file(
 def _read_again(found: Classification, path: Path) -> Classification:
     """The watch's reading, with the root cause the log reports and its last state."""
     evidence = Evidence(found.line_no, found.line or "") if found.line_no is not None else None
-    first = Reading(found.outcome, found.failure_class, found.secondary_classes, evidence, found.phase)
+    first = Reading(
+        found.outcome, found.failure_class, found.secondary_classes, evidence, found.phase, ready=found.ready
+    )
     if found.outcome == "ready" and (found.signature or "").startswith("serving."):
         first = replace(first, phase=SERVING)
     upto = found.line_no + CAUSE_BELOW if found.outcome == "failed" and found.line_no else None  # else: all
@@ -200,6 +202,7 @@ def _finish(watch: Watch, line_no: int, size: int) -> Classification:
         line_no,
         size,
         server,
+        ready=watch.came_up,
     )
 
 

@@ -33,7 +33,6 @@ LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) o
 # fatal report, a GPU fault (a request's Python exception is handled by the server)
 FATAL_KINDS = ("signal", "shell", "kernel", "C++", "Rust panic", "Go panic", "Go fatal error", "glog fatal")
 FATAL_CLASSES = ("killed", "segfault", "illegal_memory_access", "nccl")
-_HANDLED = ("Exception in ASGI application", "Error in request", "Exception on /", "Traceback in request")
 
 
 @dataclass(frozen=True)
@@ -107,6 +106,8 @@ def _in_capture(reading: Reading) -> Reading:
 
 def _refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
     errors = [c for c in causes if c.type not in ENDING]  # logged error records say little on their own
+    if reading.outcome == "failed" and reading.evidence is not None and reading.ready is not None:
+        return _after_framework_ready(reading, errors, causes)
     if reading.outcome == "failed" and reading.evidence is not None:
         return _failed(reading, errors or causes)
     if reading.outcome == "ready" and reading.evidence is not None:
@@ -164,6 +165,18 @@ def _after_ready(reading: Reading, causes: list[Cause]) -> Reading:
         cause=died,
         ready=reading.evidence,
     )
+
+
+def _after_framework_ready(reading: Reading, errors: list[Cause], causes: list[Cause]) -> Reading:
+    """A log that ends in an error after a framework's ready line (weak: a server may bind
+    before its model is up). Errors its handlers logged (a request's error, a warning) are the
+    server's life: it stays ready. Any other error, or a death, ended it: failed, its ready
+    line kept."""
+    assert reading.ready is not None
+    after = [c for c in errors if c.line_no > reading.ready.line_no]
+    if after and not any(_fatal(c) or not c.handled for c in after):
+        return Reading("ready", None, (), reading.ready, SERVING)
+    return replace(_failed(reading, errors or causes), phase=SERVING)
 
 
 def _fatal(cause: Cause) -> bool:

@@ -158,6 +158,29 @@ LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; 
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
 _GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
 _RAY = re.compile(r"\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)")
+# the record a program logs an error it went on from under, on the line before the exception:
+# a web framework's error in one request, or any record at warning level
+_HANDLED = re.compile(
+    r"Exception in ASGI application"  # uvicorn protocols/http/h11_impl.py, httptools_impl.py
+    r"|Error in ASGI Framework"  # hypercorn asyncio/task_group.py
+    r"|Exception on /\S* \[[A-Z]+\]"  # flask app.py log_exception
+    r"|Error handling request\b"  # aiohttp web_protocol.py, gunicorn workers/base.py
+    r"|Error on request:"  # werkzeug serving.py
+    r"|Uncaught exception (?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) "  # tornado web.py log_exception
+)
+_WARNING = re.compile(r"\bWARN(?:ING)?\b")  # a record's level: log4j/logback WARN, Python logging WARNING
+
+
+def _handled(line: str) -> bool:
+    """Whether a record (the line before an exception) logs an error the program went on
+    from: a web framework's error in one request, or a record at warning level (its level
+    is in the prefix `strip` takes off, or starts what is left)."""
+    rest = strip(line)
+    if _HANDLED.search(rest):
+        return True
+    return _WARNING.search(line, 0, len(line) - len(rest) + 8) is not None
+
+
 _RAISE = re.compile(r"raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?:\((.*))?")  # a class: `raise ValueError(...)`
 
 
@@ -171,6 +194,7 @@ class Cause:
     failure_class: str
     traceback: bool = False  # a Python exception (else a native report)
     chain: tuple[str, ...] = ()  # the types the chain went through, root first
+    handled: bool = False  # logged by a request's error handler or at warning level: the program went on
 
     def to_json(self) -> dict[str, Any]:
         """The record's and classify's `cause`."""
@@ -202,9 +226,11 @@ def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
     for i, line in enumerate(lines):
         head = line[:LINE_CHARS]
         if not state.in_tb and not _may_report(head):
+            state.before = head
             continue  # most lines: no word any error needs, outside a traceback (changes no state)
         for part in _parts(head):
             state.take(strip(part), i, _GLOG.search(part) if "] " in part else None)
+        state.before = head
     state.cut()
     state.close()
     return sorted(state.out, key=lambda c: c.line_no)
@@ -247,6 +273,8 @@ class _State:
         self.modules = 0  # its frames that run a module's body (`in <module>`): imports
         self.prev = ""
         self.at = 0
+        self.before = ""  # the line before this one, as written
+        self.handled = False  # the open chain was logged as an error the program went on from
 
     def take(self, text: str, i: int, glog: re.Match[str] | None = None) -> None:
         if self.in_tb and self.indent and text[: self.indent].isspace():
@@ -261,6 +289,8 @@ class _State:
         elif _CHAIN.match(stripped):
             self.chain_open = True
         elif (exc := _exception_at(text, self.prev, self.in_tb)) is not None:
+            if not self.in_tb:
+                self._note_handled()  # a lone exception line (Java's, a cut excerpt): the record before it
             self._link(self._by_frames(_cause(exc[0], exc[1], self.first + i, True)))
             self.in_tb = False
         elif self.in_tb and (not stripped or _FRAME.match(text) or _flat_frame(stripped, self.prev)):
@@ -292,7 +322,14 @@ class _State:
         if found or cause.failure_class != "other" or (self.chain and self.chain_open):
             self._link(cause)  # a traceback chained to the one before stays in its chain
 
+    def _note_handled(self) -> None:
+        """At a chain's first traceback: whether the record before it says it was handled
+        (a chained traceback follows "During handling ...", not a record)."""
+        if not (self.chain and self.chain_open):
+            self.handled = _handled(self.before)
+
     def _open(self, i: int, frame: str) -> None:
+        self._note_handled()
         self.in_tb, self.raise_line, self.frame, self.at, self.indent = True, None, frame, i, 0
         self.modules = int(frame.endswith("in <module>"))
 
@@ -314,7 +351,7 @@ class _State:
         self.chain_open = False
 
     def close(self) -> None:
-        _close(self.chain, self.out)
+        _close(self.chain, self.out, self.handled)
 
 
 def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] | None:
@@ -359,13 +396,15 @@ def _cause(kind: str, message: str, line_no: int, traceback: bool) -> Cause:
     return Cause(kind, message, line_no, cls, traceback)
 
 
-def _close(chain: list[Cause], out: list[Cause]) -> None:
+def _close(chain: list[Cause], out: list[Cause], handled: bool = False) -> None:
     """A finished chain: its root, or the first link whose class is finer than `other`."""
     if not chain:
         return
     named = [c for c in chain if c.failure_class != "other"]
     pick = named[0] if named else chain[0]
-    out.append(Cause(pick.type, pick.message, pick.line_no, pick.failure_class, True, tuple(c.type for c in chain)))
+    out.append(
+        Cause(pick.type, pick.message, pick.line_no, pick.failure_class, True, tuple(c.type for c in chain), handled)
+    )
     chain.clear()
 
 

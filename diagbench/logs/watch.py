@@ -85,6 +85,7 @@ class Watch:
         self._window: _Window | None = None
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
+        self._came_up: Evidence | None = None  # that line, where a weak error after it ended the log
         self._recent_weak: deque[Hit] = deque(maxlen=32)
         self._handled: bytes | None = None  # the header of the last record that reported a handled error
 
@@ -114,6 +115,13 @@ class Watch:
             return self.decision
         self._http_ok = True
         return self._maybe_ready(now)
+
+    @property
+    def came_up(self) -> Evidence | None:
+        """A finished log that ends in a weak error after a framework's ready line (its
+        "running on" line, which only a finished log can confirm): that ready line. Whether
+        the error ended the server is the root-cause reader's to say (logs/reading.py)."""
+        return self._came_up
 
     @property
     def wants_request(self) -> bool:
@@ -193,6 +201,7 @@ class Watch:
             )
         if weak is None:
             return None
+        self._came_up = _evidence(ready) if ready is not None else None
         return self._set(
             Decision(
                 Outcome.FAILED,
