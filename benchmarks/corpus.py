@@ -8,7 +8,8 @@
   its own thread (a signature fitted to a log earns nothing on it);
 - false ready: a failed or stalled launch called ready, the worst mistake (it must be 0);
 - signatures: how many there are, and how many match lines of exactly one corpus log (a
-  sign of a signature fitted to that log) or of none.
+  sign of a signature fitted to that log) or of none; of the one-log ones, those its log
+  needs offline (read wrong without it: the root-cause reader does not cover it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from test_corpus import CORPUS, ITEMS, SIGS, Scored, held_out, score  # noqa: E402
 
+from diagbench.logs.classify import classify_file  # noqa: E402
 from diagbench.logs.lines import split_lines  # noqa: E402
 from diagbench.logs.signatures import Signature  # noqa: E402
 
@@ -55,6 +57,25 @@ def main() -> None:
         f"by none: {sum(n == 0 for n in used.values())}"
     )
     print("  one-log signatures: " + ", ".join(one))
+    needed = [sig for sig in one if not _right_without(sig, used_by(sig))]
+    print(
+        f"  of them, needed offline (its log is read wrong without it): {len(needed)}: {', '.join(needed)}; "
+        "the others matter live: they decide a launch (or name its phase) at their line, before the log ends"
+    )
+
+
+def used_by(sig_id: str) -> dict[str, object]:
+    sig = next(s for s in SIGS if s.id == sig_id)
+    return next(
+        item
+        for item in ITEMS
+        if any(sig.compiled.search(line) for line in split_lines((CORPUS / item["file"]).read_bytes()))
+    )
+
+
+def _right_without(sig_id: str, item: dict[str, object]) -> bool:
+    rest = [s for s in SIGS if s.id != sig_id]
+    return Scored(item, classify_file(CORPUS / str(item["file"]), rest, "re")).right
 
 
 if __name__ == "__main__":
