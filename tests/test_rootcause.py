@@ -289,3 +289,34 @@ def test_after_a_frameworks_ready_line_handled_errors_keep_it_ready(tmp_path: Pa
     # a handled record does not make a death harmless
     log.write_text("\n".join(["INFO: loading", up, *request, "Segmentation fault (core dumped)"]) + "\n")
     assert classify_file(log, SIGS).failure_class == "segfault"
+
+
+def test_a_persons_ctrl_c_is_not_the_launchs_end(tmp_path: Path) -> None:
+    """A launch that hung in capture until someone pressed Ctrl-C: KeyboardInterrupt is not the
+    server's error, and what the interrupt makes the server print (SGLang's sigquit line, a
+    kill) is its fallout: the log is read up to the ^C, where nothing was decided yet."""
+    hang = [
+        "[2025-01-01 10:00:00 TP0] Load weight begin. avail mem=78.00 GB",
+        "[2025-01-01 10:00:31 TP0] Capture cuda graph begin. This can take up to several minutes.",
+    ]
+    interrupt = [
+        "^CTraceback (most recent call last):",
+        '  File "/sgl-workspace/sglang/python/sglang/launch_server.py", line 14, in <module>',
+        "    launch_server(server_args)",
+        '  File "/usr/lib/python3.10/multiprocessing/connection.py", line 384, in _recv',
+        "    chunk = read(handle, remaining)",
+        "KeyboardInterrupt",
+    ]
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(hang + interrupt) + "\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.interrupted, got.phase) == ("unknown", None, 3, "capture")
+    fallout = [
+        "^C[2025-01-01 10:05:00] Received sigquit from a child process. It usually means the child failed.",
+        "Killed",
+    ]
+    log.write_text("\n".join(hang + fallout) + "\n")
+    assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).interrupted) == ("unknown", 3)
+    # an error before the interrupt still decides
+    log.write_text("\n".join([*hang, "RuntimeError: CUDA error: out of memory", *interrupt]) + "\n")
+    assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).failure_class) == ("failed", "oom")

@@ -40,6 +40,7 @@ class Classification:
     server: str | None = None  # given, or detected from the log's markers
     cause: Cause | None = None  # the root cause the reader followed
     ready: Evidence | None = None  # the ready line of a server that came up, then died
+    interrupted: int | None = None  # where a person pressed Ctrl-C: the log is read up to it
 
     @property
     def chain(self) -> str | None:
@@ -112,6 +113,7 @@ def _read_again(found: Classification, path: Path) -> Classification:
         phase=got.phase,
         cause=got.cause,
         ready=got.ready,
+        interrupted=got.interrupted,
     )
 
 

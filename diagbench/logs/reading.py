@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.logs.lines import count_endings, read_blocks, split_lines
-from diagbench.logs.rootcause import DEATHS, ENDING, Cause, read, root_of
+from diagbench.logs.rootcause import DEATHS, ENDING, Cause, interrupted, read, root_of
 from diagbench.vocab import Evidence
 
 TAIL = 1 << 18  # the root cause is read in the last 256 KB before the decision (or the log's end): thousands of lines
@@ -46,6 +46,7 @@ class Reading:
     phase: str | None
     cause: Cause | None = None
     ready: Evidence | None = None  # the ready line of a server that came up, then died
+    interrupted: int | None = None  # the line where a person pressed Ctrl-C: the log is read up to it
 
 
 def causes_of(path: Path, upto: int | None = None, lines: int | None = None, size: int | None = None) -> list[Cause]:
@@ -105,6 +106,17 @@ def _in_capture(reading: Reading) -> Reading:
 
 
 def _refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
+    """The reading, up to a person's Ctrl-C where there is one."""
+    stop = next((c.line_no for c in causes if interrupted(c)), None)
+    if stop is not None:  # a person stopped it: the log is read up to the interrupt, its fallout is not the end
+        causes, last_line = [c for c in causes if c.line_no < stop], stop - 1
+        if reading.outcome == "failed" and reading.evidence is not None and reading.evidence.line_no >= stop:
+            reading = Reading("unknown", None, (), None, reading.phase)
+        return replace(_read(reading, causes, last_line), interrupted=stop)
+    return _read(reading, causes, last_line)
+
+
+def _read(reading: Reading, causes: list[Cause], last_line: int) -> Reading:
     errors = [c for c in causes if c.type not in ENDING]  # logged error records say little on their own
     if reading.outcome == "failed" and reading.evidence is not None and reading.ready is not None:
         return _after_framework_ready(reading, errors, causes)

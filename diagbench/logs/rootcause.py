@@ -46,6 +46,7 @@ _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Prev
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
 PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
 STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)
+INTERRUPTED = "interrupted"  # a person pressed Ctrl-C: what follows is its fallout, not the launch's end
 ENDING = (LOGGED, PROMPT, STOPPED)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 # native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
@@ -97,6 +98,7 @@ _NATIVE_PATTERNS = (
         r"|\b[Ss]topping (?:the )?(?:model )?server\b).*)",
         STOPPED,
     ),
+    (r"^(\^C)", INTERRUPTED),  # the terminal echoes Ctrl-C as ^C
     (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
     (
         r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
@@ -149,6 +151,7 @@ _WORDS = (
     "shutdown complete",
     "topped",
     "topping",
+    "^C",
 )
 # and what the other lines the reader takes need: a traceback's header and frames, an
 # exception's name, a chain's words ("... above exception ...")
@@ -279,6 +282,9 @@ class _State:
     def take(self, text: str, i: int, glog: re.Match[str] | None = None) -> None:
         if self.in_tb and self.indent and text[: self.indent].isspace():
             text = text[self.indent :]  # a traceback pasted indented: read as printed
+        if text.startswith("^C") and len(text) > 2:  # the terminal's echo, then what the interrupt printed
+            self.out.append(_cause(INTERRUPTED, "^C", self.first + i, False))
+            text = text[2:]
         stripped = text.strip()
         if _HEADER.search(text):
             self.cut()
@@ -406,6 +412,12 @@ def _close(chain: list[Cause], out: list[Cause], handled: bool = False) -> None:
         Cause(pick.type, pick.message, pick.line_no, pick.failure_class, True, tuple(c.type for c in chain), handled)
     )
     chain.clear()
+
+
+def interrupted(cause: Cause) -> bool:
+    """A person's Ctrl-C: the terminal's ^C, or Python's KeyboardInterrupt (anywhere in its
+    chain: asyncio raises CancelledError under it)."""
+    return cause.type == INTERRUPTED or "KeyboardInterrupt" in (cause.type, *cause.chain)
 
 
 def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> Cause | None:

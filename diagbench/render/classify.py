@@ -27,8 +27,11 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
         lines.append(f"root cause: {visible(result.chain)}")
     if result.ready is not None:
         lines.append(f"came up first: line {result.ready.line_no}: {visible(result.ready.text)}")
+    if result.interrupted is not None:
+        lines.append(f"interrupted: Ctrl-C at line {result.interrupted}; what follows it is read as its fallout")
     if not result.line_no:
-        lines.append(f"no ready or failure line in {result.lines} lines")
+        before = f"before line {result.interrupted}" if result.interrupted is not None else f"in {result.lines} lines"
+        lines.append(f"no ready or failure line {before}")
         return lines
     lines.append(f"decided by {result.signature} at line {result.line_no}:")
     for number, text in context:
