@@ -218,11 +218,9 @@ def test_an_error_of_no_finer_class_during_capture_is_a_capture_failure(tmp_path
 @pytest.mark.parametrize(
     "last",
     [
-        "INFO:     Shutting down",  # uvicorn server.py
-        "INFO:     Finished server process [4242]",  # uvicorn server.py
         "[2024-05-17 14:45:46] [INFO] Server stopped",
         "INFO  ModelServer Model server stopped.",  # DJL Serving ModelServer.java
-        "2024-05-01T10:00:00.000Z INFO text_generation_launcher: Shutting down shards",  # TGI launcher
+        "INFO  ModelServer Stopping model server.",
     ],
 )
 def test_a_server_that_stops_before_any_ready_line_failed(tmp_path: Path, last: str) -> None:
@@ -236,6 +234,20 @@ def test_a_server_that_stops_before_any_ready_line_failed(tmp_path: Path, last: 
     assert classify_file(log, SIGS).outcome == "ready"
     # and far from the end they are not the log's last state
     log.write_text(f"{last}\n" + "INFO loading the model again\n" * 10)
+    assert classify_file(log, SIGS).outcome == "unknown"
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "INFO:     Shutting down",  # uvicorn server.py: after its start-up completed, on a signal
+        "INFO:     Finished server process [4242]",
+        "2024-05-01T10:00:00.000Z  INFO text_generation_launcher: Shutting down shards",  # TGI, on any signal
+    ],
+)
+def test_a_shutdown_on_a_signal_says_nothing_of_the_start(tmp_path: Path, last: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"INFO loading the model\nINFO Waiting for shard to be ready... rank=0\n{last}\n")
     assert classify_file(log, SIGS).outcome == "unknown"
 
 

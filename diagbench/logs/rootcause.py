@@ -88,16 +88,11 @@ _NATIVE_PATTERNS = (
     (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
     # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
     (r"^(Process [\w-]+):\s*$", "multiprocessing"),
-    # a server shutting down: uvicorn server.py ("Shutting down", "Finished server process [%d]") and
-    # lifespan/on.py ("Application shutdown complete."); gunicorn arbiter.py ("Shutting down: %s");
-    # TGI launcher/src/main.rs ("Shutting down shards"); Triton's OpenAI frontend main.py ("Shutting
-    # down Triton ..."); DJL Serving ModelServer.java ("Stopping model server.", "Model server stopped.")
-    (
-        r"((?:\bShutting down(?:\s*$|: Master|\s+shards\b|\s+Triton\b)|\bFinished server process \[\d+\]"
-        r"|\bApplication shutdown complete\.|\b(?:[Mm]odel )?[Ss]erver stopped\b"
-        r"|\b[Ss]topping (?:the )?(?:model )?server\b).*)",
-        STOPPED,
-    ),
+    # a server's own word that it stopped: DJL Serving ModelServer.java ("Stopping model server.", and
+    # "Model server stopped." in startAndWait's finally, after a start that failed too), LM Studio's
+    # "[LM STUDIO SERVER] Server stopped". Not uvicorn's "Shutting down" or TGI's "Shutting down
+    # shards": they print those on any signal, and uvicorn only after its start-up completed
+    (r"(\b(?:[Mm]odel )?[Ss]erver stopped\b.*|\b[Ss]topping (?:the )?(?:model )?server\b.*)", STOPPED),
     (r"^(\^C)", INTERRUPTED),  # the terminal echoes Ctrl-C as ^C
     (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
     (
@@ -146,9 +141,6 @@ _WORDS = (
     "mpirun",
     "symbol",
     "shared ",
-    "Shutting down",
-    "Finished server",
-    "shutdown complete",
     "topped",
     "topping",
     "^C",
