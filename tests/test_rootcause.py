@@ -298,6 +298,9 @@ def test_after_a_frameworks_ready_line_handled_errors_keep_it_ready(tmp_path: Pa
     # the same traceback with no handler's record before it ended the server
     log.write_text("\n".join(["INFO: loading", up, *request[1:]]) + "\n")
     assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).phase) == ("failed", "serving")
+    # a warning just before a Python traceback is no handler's record: the interpreter printed it as it died
+    log.write_text("\n".join(["INFO: loading", up, "WARNING: slow tokenizer", *request[1:]]) + "\n")
+    assert classify_file(log, SIGS).outcome == "failed"
     # a handled record does not make a death harmless
     log.write_text("\n".join(["INFO: loading", up, *request, "Segmentation fault (core dumped)"]) + "\n")
     assert classify_file(log, SIGS).failure_class == "segfault"

@@ -166,14 +166,14 @@ _HANDLED = re.compile(
 _WARNING = re.compile(r"\bWARN(?:ING)?\b")  # a record's level: log4j/logback WARN, Python logging WARNING
 
 
-def _handled(line: str) -> bool:
+def _handled(line: str, warning: bool) -> bool:
     """Whether a record (the line before an exception) logs an error the program went on
-    from: a web framework's error in one request, or a record at warning level (its level
-    is in the prefix `strip` takes off, or starts what is left)."""
+    from: a web framework's error in one request, or (`warning`) a record at warning level
+    (its level is in the prefix `strip` takes off, or starts what is left)."""
     rest = strip(line)
     if _HANDLED.search(rest):
         return True
-    return _WARNING.search(line, 0, len(line) - len(rest) + 8) is not None
+    return warning and _WARNING.search(line, 0, len(line) - len(rest) + 8) is not None
 
 
 _RAISE = re.compile(r"raise ((?:[A-Za-z_]\w*\.)*[A-Z]\w*)(?:\((.*))?")  # a class: `raise ValueError(...)`
@@ -288,7 +288,7 @@ class _State:
             self.chain_open = True
         elif (exc := _exception_at(text, self.prev, self.in_tb)) is not None:
             if not self.in_tb:
-                self._note_handled()  # a lone exception line (Java's, a cut excerpt): the record before it
+                self._note_handled(warning=True)  # a lone exception line (Java's): the record it belongs to
             self._link(self._by_frames(_cause(exc[0], exc[1], self.first + i, True)))
             self.in_tb = False
         elif self.in_tb and (not stripped or _FRAME.match(text) or _flat_frame(stripped, self.prev)):
@@ -320,11 +320,14 @@ class _State:
         if found or cause.failure_class != "other" or (self.chain and self.chain_open):
             self._link(cause)  # a traceback chained to the one before stays in its chain
 
-    def _note_handled(self) -> None:
+    def _note_handled(self, warning: bool = False) -> None:
         """At a chain's first traceback: whether the record before it says it was handled
-        (a chained traceback follows "During handling ...", not a record)."""
+        (a chained traceback follows "During handling ...", not a record). A warning-level
+        record counts only before a lone exception line (log4j's WARN and its exception): a
+        Python traceback after some warning may be the interpreter's own, of an error that
+        ended the process."""
         if not (self.chain and self.chain_open):
-            self.handled = _handled(self.before)
+            self.handled = _handled(self.before, warning)
 
     def _open(self, i: int, frame: str) -> None:
         self._note_handled()
