@@ -229,11 +229,20 @@ VLLM_UP = (
 )
 REQUEST = '(APIServer pid=1) INFO:     127.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 200 OK\n'
 LATER = {
-    # a runtime error from a later request: the launch was ready
+    # the engine died on a later request (vLLM's own "fatal error" line): the last state wins,
+    # it came up and then died, failed with the root's class (a request's handled error: ready)
     "runtime-oom": (
         VLLM_UP,
         "(EngineCore_DP0 pid=2) ERROR 12-02 10:05:00 [core.py:800] EngineCore encountered a fatal error.\n"
         "(EngineCore_DP0 pid=2) ERROR 12-02 10:05:00 [core.py:800] torch.OutOfMemoryError: CUDA out of memory.\n",
+        ("failed", "oom", "pytorch.cuda_oom"),
+    ),
+    "request-error": (
+        VLLM_UP,
+        "(APIServer pid=1) ERROR:    Exception in ASGI application\n"
+        "(APIServer pid=1) Traceback (most recent call last):\n"
+        '(APIServer pid=1)   File "/vllm/entrypoints/openai/api_server.py", line 1, in create_completion\n'
+        "(APIServer pid=1) ValueError: This model's maximum context length is 4096 tokens.\n",
         ("ready", None, "vllm.uvicorn_ready"),
     ),
     # uvicorn binds after `Application startup complete.` when it is not handed a bound socket

@@ -335,3 +335,45 @@ def test_a_persons_ctrl_c_is_not_the_launchs_end(tmp_path: Path) -> None:
     # an error before the interrupt still decides
     log.write_text("\n".join([*hang, "RuntimeError: CUDA error: out of memory", *interrupt]) + "\n")
     assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).failure_class) == ("failed", "oom")
+
+
+@pytest.mark.parametrize(
+    ("up", "died", "want"),
+    [
+        (  # vLLM: the engine's own fatal line, its OOM, the API server's EngineDeadError (v1/engine/core.py, exceptions.py)
+            "(APIServer pid=1) INFO:     Application startup complete.",
+            [
+                "(EngineCore_DP0 pid=2) ERROR 10-25 13:09:00 [core.py:710] EngineCore encountered a fatal error.",
+                "(EngineCore_DP0 pid=2) ERROR 10-25 13:09:00 [core.py:710] Traceback (most recent call last):",
+                '(EngineCore_DP0 pid=2) ERROR 10-25 13:09:00 [core.py:710]   File "/vllm/v1/engine/core.py", line 1, in run',
+                "(EngineCore_DP0 pid=2) ERROR 10-25 13:09:00 [core.py:710] torch.OutOfMemoryError: CUDA out of memory.",
+                "(APIServer pid=1) ERROR 10-25 13:09:00 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: "
+                "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                "(APIServer pid=1) INFO:     Shutting down",
+            ],
+            "oom",
+        ),
+        (  # SGLang: its scheduler died after the fired-up line, then SIGQUIT and the kill
+            "[2025-01-01 10:00:00] The server is fired up and ready to roll!",
+            [
+                "[2025-01-01 10:01:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1, in event_loop',
+                "RuntimeError: CUDA error: an illegal memory access was encountered",
+                "[2025-01-01 10:01:00] Received sigquit from a child process. It usually means the child failed.",
+                "Killed",
+            ],
+            "illegal_memory_access",
+        ),
+        (  # TGI: a shard crashed once the router served (launcher/src/main.rs)
+            "2024-05-01T10:00:00.000Z  INFO text_generation_router::server: router/src/server.rs:1: Connected",
+            ["2024-05-01T10:05:00.000Z ERROR text_generation_launcher: Shard 0 crashed"],
+            "other",
+        ),
+    ],
+)
+def test_a_server_whose_engine_died_after_its_ready_line_failed(tmp_path: Path, up: str, died: list[str], want: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(["INFO loading", up, 'INFO: 127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200', *died]) + "\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.failure_class, got.phase) == ("failed", want, "serving")
+    assert got.ready is not None and got.ready.line_no == 2
