@@ -371,9 +371,13 @@ def test_a_persons_ctrl_c_is_not_the_launchs_end(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_a_server_whose_engine_died_after_its_ready_line_failed(tmp_path: Path, up: str, died: list[str], want: str) -> None:
+def test_a_server_whose_engine_died_after_its_ready_line_failed(
+    tmp_path: Path, up: str, died: list[str], want: str
+) -> None:
     log = tmp_path / "server.log"
-    log.write_text("\n".join(["INFO loading", up, 'INFO: 127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200', *died]) + "\n")
+    log.write_text(
+        "\n".join(["INFO loading", up, 'INFO: 127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200', *died]) + "\n"
+    )
     got = classify_file(log, SIGS)
     assert (got.outcome, got.failure_class, got.phase) == ("failed", want, "serving")
     assert got.ready is not None and got.ready.line_no == 2

@@ -334,7 +334,8 @@ class Watch:
         said = "a process of its tree died" if is_event(best) else "failure line"
         shown, reason = best, f"{said} ({best.signature.id})"
         up = self._ready_hit  # a server's own ready line (a framework's may come before its warm-up)
-        if self.whole_log and up is not None and up.line_no < best.line_no and best.signature.failure_class != FailureClass.PORT_IN_USE:
+        port = best.signature.failure_class == FailureClass.PORT_IN_USE
+        if self.whole_log and up is not None and up.line_no < best.line_no and not port:
             self._came_up = _evidence(up)  # it came up, then this ended it (a port taken after: it never served)
         root = self._root_cause_near(best)
         if root is not None:  # "Engine core initialization failed. See root cause above."
