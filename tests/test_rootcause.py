@@ -295,6 +295,11 @@ def test_after_a_frameworks_ready_line_handled_errors_keep_it_ready(tmp_path: Pa
     log = tmp_path / "server.log"
     log.write_text("\n".join(["INFO: loading", up, *request, 'INFO:     127.0.0.1:5 - "POST /x HTTP/1.1" 500']) + "\n")
     assert classify_file(log, SIGS).outcome == "ready"
+    log.write_text("\n".join(["INFO: loading", up, *request]) + "\n")  # the excerpt ends in it
+    assert classify_file(log, SIGS).outcome == "ready"
+    # then the shell's prompt came back: the server ended
+    log.write_text("\n".join(["INFO: loading", up, *request, "user@host:~$ "]) + "\n")
+    assert classify_file(log, SIGS).outcome == "failed"
     # the same traceback with no handler's record before it ended the server
     log.write_text("\n".join(["INFO: loading", up, *request[1:]]) + "\n")
     assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).phase) == ("failed", "serving")

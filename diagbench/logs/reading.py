@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.logs.lines import count_endings, read_blocks, split_lines
-from diagbench.logs.rootcause import DEATHS, ENDING, Cause, interrupted, read, root_of
+from diagbench.logs.rootcause import DEATHS, ENDING, PROMPT, STOPPED, Cause, interrupted, read, root_of
 from diagbench.vocab import Evidence
 
 TAIL = 1 << 18  # the root cause is read in the last 256 KB before the decision (or the log's end): thousands of lines
@@ -119,7 +119,8 @@ def _refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Readin
 def _read(reading: Reading, causes: list[Cause], last_line: int) -> Reading:
     errors = [c for c in causes if c.type not in ENDING]  # logged error records say little on their own
     if reading.outcome == "failed" and reading.evidence is not None and reading.ready is not None:
-        return _after_framework_ready(reading, errors, causes)
+        ended = [c for c in causes if c.type in (PROMPT, STOPPED) and c.line_no > last_line - LAST_LINES]
+        return _after_framework_ready(reading, errors, causes, ended)
     if reading.outcome == "failed" and reading.evidence is not None:
         return _failed(reading, errors or causes)
     if reading.outcome == "ready" and reading.evidence is not None:
@@ -179,14 +180,14 @@ def _after_ready(reading: Reading, causes: list[Cause]) -> Reading:
     )
 
 
-def _after_framework_ready(reading: Reading, errors: list[Cause], causes: list[Cause]) -> Reading:
+def _after_framework_ready(reading: Reading, errors: list[Cause], causes: list[Cause], ended: list[Cause]) -> Reading:
     """A log that ends in an error after a framework's ready line (weak: a server may bind
     before its model is up). Errors its handlers logged (a request's error, a warning) are the
-    server's life: it stays ready. Any other error, or a death, ended it: failed, its ready
-    line kept."""
+    server's life: it stays ready. Any other error, a death, or the shell's prompt or the
+    server's "stopped" among its last lines (`ended`) ended it: failed, its ready line kept."""
     assert reading.ready is not None
     after = [c for c in errors if c.line_no > reading.ready.line_no]
-    if after and not any(_fatal(c) or not c.handled for c in after):
+    if after and not ended and not any(_fatal(c) or not c.handled for c in after):
         return Reading("ready", None, (), reading.ready, SERVING)
     return replace(_failed(reading, errors or causes), phase=SERVING)
 
