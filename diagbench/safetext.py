@@ -19,7 +19,6 @@ from what it holds. So:
 
 from __future__ import annotations
 
-import html as _html
 import re
 
 # C0 and C1 controls, DEL, zero-width and bidirectional formatting characters, lone
@@ -42,6 +41,8 @@ def one_line(text: str) -> str:
 
 def markdown(text: str) -> str:
     """For Markdown (reports, the GitHub step summary, issues): one line, no markup of its own."""
+    import html as _html  # here, not above: html.entities costs every command's start-up 1 ms
+
     shown = terminal(text.replace("\r\n", "\n").replace("\n", " "), keep="")
     shown = _html.escape(shown, quote=False)  # `<script>` is text, not HTML GitHub would render
     return _MARKDOWN.sub(r"\\\1", shown)
@@ -71,6 +72,8 @@ def xml(text: str) -> str:
 
 def html(text: str, quote: bool = False) -> str:
     """For HTML text (and attributes, with `quote`): unsafe characters removed, markup escaped."""
+    import html as _html
+
     return _html.escape(strip_unsafe(text), quote=quote)
 
 

@@ -127,6 +127,41 @@ def test_version_has_help_and_prints_the_version():
     assert run_cli("--version").stdout == f"diagbench {__version__}\n"
 
 
+def test_each_command_is_where_the_app_looks_for_it():
+    """cli/commands.py imports a command's module only when the command is used: its table
+    must name every registered command, and the module that registers it."""
+    import importlib
+
+    from diagbench.cli.commands import COMMAND_MODULES
+
+    for module in set(COMMAND_MODULES.values()):
+        importlib.import_module(f"diagbench.cli.{module}")
+    registered = {
+        info.name or typer.main.get_command_name(info.callback.__name__): info.callback.__module__
+        for info in app.registered_commands
+        if info.callback is not None
+    }
+    assert registered == {name: f"diagbench.cli.{module}" for name, module in COMMAND_MODULES.items()}
+
+
+def test_classify_starts_without_what_other_commands_need(tmp_path):
+    """`classify` imports its own module alone: not the scheduler, the executor plugins or YAML
+    (once the packs are cached: the first run parses them)."""
+    log = tmp_path / "server.log"
+    log.write_text(READY + "\n")
+    code = (
+        "import sys\nfrom diagbench.cli import main\n"
+        f"sys.argv = ['diagbench', 'classify', '--json', {str(log)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('diagbench.cli.', 'diagbench.execute', 'yaml'))))\n"
+    )
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    loaded = done.stdout.splitlines()[-1]
+    assert loaded == str(["diagbench.cli.app", "diagbench.cli.checks", "diagbench.cli.commands",
+                          "diagbench.cli.conventions", "diagbench.cli.inspect"]), done  # fmt: skip
+
+
 # -- completion ---------------------------------------------------------------------------
 
 

@@ -1,20 +1,13 @@
 """The command line: parse, call one core function, render, exit. Nothing else.
 
-Each command lives in the module named for what it does; importing them registers them."""
+Each command lives in the module named for what it does (cli/commands.py names it); that
+module is imported, registering the command, only when the command is used or listed."""
 
 from __future__ import annotations
 
-from diagbench.cli import (  # noqa: F401  (registers the commands)
-    cleanup,
-    inspect,
-    isolate,
-    probe,
-    run,
-    schema,
-    triage,
-    worker,
-)
 from diagbench.cli.app import app, output_cut_exit
+
+__all__ = ["app", "main"]
 
 
 def main() -> None:

@@ -7,12 +7,13 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from diagbench import __version__
-from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup
+from diagbench.cli.commands import LazyCommands, registered_command
+from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup, plain_words
 from diagbench.errors import UserError
 from diagbench.render.console import cut_output, drain, lazy_console, mark_cut
 from diagbench.render.text import visible
@@ -22,8 +23,24 @@ if TYPE_CHECKING:
     from diagbench.judge.view import RunView
     from diagbench.spec.load import Spec
 
+
+class AppGroup(ReadableGroup):
+    """The app's group: each command's module imported, and the command built, when it is
+    first used (cli/commands.py), so that a command starts without what the others need."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self.commands, _build)
+
+
+def _build(name: str) -> Any:
+    command = registered_command(app, name)
+    plain_words(command)
+    return command
+
+
 app = typer.Typer(
-    cls=ReadableGroup,
+    cls=AppGroup,
     context_settings=HELP_OPTIONS,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,

@@ -74,10 +74,7 @@ class ReadableGroup(TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         for command in self.commands.values():
-            for param in command.params:
-                _plain_metavar(param)
-                if type(param) is TyperArgument:
-                    param.__class__ = _PlainArgument
+            plain_words(command)
 
     def invoke(self, ctx: Any) -> Any:
         """A command line click cannot parse (a missing argument, an unknown option, a bad
@@ -147,6 +144,14 @@ class _PlainArgument(TyperArgument):
 
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
+
+
+def plain_words(command: Any) -> None:
+    """`command`'s parameters named as ReadableGroup says (a command built later gets this too)."""
+    for param in command.params:
+        _plain_metavar(param)
+        if type(param) is TyperArgument:
+            param.__class__ = _PlainArgument
 
 
 def _plain_metavar(param: Any) -> None:

@@ -14,7 +14,6 @@ import typer
 
 from diagbench.cli.app import guarded
 from diagbench.execute.executors import all_options, kinds
-from diagbench.spec.executor import command_line_settings
 
 Executor = Enum("Executor", {kind: kind for kind in kinds()}, type=str)  # type: ignore[misc]  # the registry's kinds
 
@@ -62,6 +61,8 @@ def with_executor_options(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from diagbench.spec.executor import command_line_settings
+
         kind = kwargs.pop("executor", None)
         values = {o.key: kwargs.pop(_name(o.flag), None) for _, o in all_options()}
         where = guarded(lambda: command_line_settings(kind.value if kind else None, values))

@@ -8,15 +8,20 @@ a new kind (Kubernetes Jobs, Ray) is one plugin registered here, see docs/execut
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagbench.errors import UserError
-from diagbench.execute.plugin import Build, ExecutorOption, ExecutorPlugin, Settled
-from diagbench.execute.scheduler import Executor
-from diagbench.execute.slots import SlotPlan, resolve_slots
+from diagbench.execute.plugin import Settled
 from diagbench.execute.slurm.plugin import SlurmPlugin
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
-from diagbench.spec.gpus import GpuRequest
-from diagbench.spec.load import Spec
+from diagbench.spec.executor import ExecutorKind
+
+if TYPE_CHECKING:  # the command line builds its options from this registry: it stays light to import
+    from diagbench.execute.plugin import Build, ExecutorOption, ExecutorPlugin
+    from diagbench.execute.scheduler import Executor
+    from diagbench.execute.slots import SlotPlan
+    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.spec.gpus import GpuRequest
+    from diagbench.spec.load import Spec
 
 _REGISTRY: dict[str, ExecutorPlugin] = {}
 
@@ -79,6 +84,8 @@ class LocalPlugin:
     def slots(
         self, spec: Spec, given: SlotPlan | None, gpus: GpuRequest | None, parallel: int | None, attempts: int
     ) -> SlotPlan:
+        from diagbench.execute.slots import resolve_slots
+
         return given or resolve_slots(spec, gpus, parallel)
 
     def build(self, run: Build) -> Executor:

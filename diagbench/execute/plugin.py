@@ -6,16 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from diagbench.execute.scheduler import Executor, Gate
-from diagbench.execute.slots import SlotPlan
-from diagbench.records.record import AttemptRecord
-from diagbench.records.store import RunDir
-from diagbench.spec.executor import ExecutorSpec
-from diagbench.spec.gpus import GpuRequest
-from diagbench.spec.load import Spec
-from diagbench.spec.plan import PlannedAttempt
+if TYPE_CHECKING:  # every command line reads the plugins' options: it must not load the scheduler
+    from diagbench.execute.scheduler import Executor, Gate
+    from diagbench.execute.slots import SlotPlan
+    from diagbench.records.record import AttemptRecord
+    from diagbench.records.store import RunDir
+    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.spec.gpus import GpuRequest
+    from diagbench.spec.load import Spec
+    from diagbench.spec.plan import PlannedAttempt
 
 
 @dataclass(frozen=True)

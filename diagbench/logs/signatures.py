@@ -19,7 +19,6 @@ import dataclasses
 import re
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,11 +148,12 @@ def expand(pattern: str) -> str:
 
 
 def _packs_folder() -> Path:
-    """The built-in packs: package data, found through importlib.resources as the schemas are.
-    A folder on disk (an installed wheel or a checkout): the pack cache and every message
-    name the file."""
-    folder = resources.files("diagbench.logs") / "packs"
-    if not isinstance(folder, Path):  # a zipped install: nothing to stat, cache or name
+    """The built-in packs: package data beside this module, a folder on disk (an installed
+    wheel or a checkout): the pack cache and every message name the file. (For a package on
+    disk this is the folder importlib.resources finds; importing it, and zipfile with it,
+    cost every `classify` 4 ms of start-up.)"""
+    folder = Path(__file__).parent / "packs"
+    if not folder.is_dir():  # a zipped install: nothing to stat, cache or name
         raise DiagbenchError(
             f"the built-in signature packs are not files on disk ({folder}): install diagbench unzipped"
         )

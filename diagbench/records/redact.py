@@ -23,13 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from diagbench.records.record import AttemptRecord
 from diagbench.sensitive import REDACTED, SHAPE, secret_flag, secret_name, secret_template
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # yaml is loaded by a spec's text alone: `classify` redacts without it
+    import yaml
+
     from diagbench.logs.classify import Classification
+    from diagbench.records.record import AttemptRecord
     from diagbench.spec.load import ServerSpec, Spec
 
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
@@ -294,6 +294,8 @@ def redact_yaml(text: str, redactor: Redactor) -> str:
     secret flags' values in commands and env values, secret-named keys' values in a ready
     request's `json`; then known values, shapes and query parameters anywhere (comments too).
     Each blanked scalar is rewritten in place, so the rest of the text stays as written."""
+    import yaml
+
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
@@ -317,6 +319,8 @@ class _SpecWalk:
     def node(self, node: yaml.Node, secret: bool, argv: bool = False, body: bool = False) -> None:
         """Walk `node`; `secret`: its scalars are secrets; `argv`: they are command words (or env
         values, which may hold some); `body`: it is a JSON body, whose secret-named keys hide values."""
+        import yaml
+
         if isinstance(node, yaml.ScalarNode):
             self.scalar(node, secret, argv)
         elif isinstance(node, yaml.SequenceNode):
@@ -358,6 +362,8 @@ _WORD_KEYS = ("command", "args", "values")  # scalars that may hold `--f X` or `
 def _secret_axis(keys: Mapping[str, yaml.Node]) -> bool:
     """A matrix axis (`{env: HF_TOKEN, values: ...}`, `{args: [--api-key, "{value}"], ...}`)
     whose values are secrets."""
+    import yaml
+
     env, args = keys.get("env"), keys.get("args")
     if isinstance(env, yaml.ScalarNode) and secret_name(str(env.value)):
         return True

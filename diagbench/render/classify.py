@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from diagbench.logs.classify import Classification
 from diagbench.logs.signatures import Signature, expand
 from diagbench.render.text import visible
 from diagbench.safetext import one_line
 from diagbench.vocab import outcome_label
+
+if TYPE_CHECKING:  # a table for `signatures` only: `classify` prints lines
+    from rich.table import Table
 
 
 def render_classification(result: Classification, context: Sequence[tuple[int, str]], given: bool = False) -> list[str]:
@@ -41,6 +41,9 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
 
 
 def render_signatures(signatures: Iterable[Signature]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table("pack", "id", "kind", "class", "priority", "pattern")
     for s in signatures:
         row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)

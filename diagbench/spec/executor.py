@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import UserError
-from diagbench.yamlsrc import Src, parse_duration, suggest
+
+if TYPE_CHECKING:  # the kinds are read by every command line (--executor), which loads no YAML
+    from diagbench.yamlsrc import Src
 
 
 class ExecutorKind(str, Enum):
@@ -109,6 +111,8 @@ def parse_executor(src: Src) -> ExecutorSpec:
 
 
 def _kind(src: Src) -> ExecutorKind:
+    from diagbench.yamlsrc import suggest
+
     word = src.string("an executor kind")
     try:
         return ExecutorKind(word)
@@ -129,6 +133,8 @@ def command_line_executor(
     kind: str | None, partition: str | None, args: list[str] | None, time: str | None
 ) -> ExecutorSpec:
     """`--executor`, `--slurm-partition`, `--slurm-arg`, `--slurm-time` as settings."""
+    from diagbench.yamlsrc import parse_duration
+
     seconds = None
     if time is not None:
         seconds = parse_duration(time)

@@ -4,16 +4,19 @@ one batch job per attempt (execute/slurm/executor.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from diagbench.errors import UserError
-from diagbench.execute.plugin import Build, ExecutorOption, Settled
-from diagbench.execute.scheduler import Executor
-from diagbench.execute.slots import SlotPlan, queue_slots
-from diagbench.records.redact import Redactor
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
-from diagbench.spec.gpus import GpuRequest
-from diagbench.spec.load import Spec
-from diagbench.yamlsrc import write_duration
+from diagbench.execute.plugin import ExecutorOption, Settled
+from diagbench.spec.executor import ExecutorKind
+
+if TYPE_CHECKING:  # registered for every command line (its options): the rest is loaded when a run uses it
+    from diagbench.execute.plugin import Build
+    from diagbench.execute.scheduler import Executor
+    from diagbench.execute.slots import SlotPlan
+    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.spec.gpus import GpuRequest
+    from diagbench.spec.load import Spec
 
 
 class SlurmPlugin:
@@ -31,6 +34,7 @@ class SlurmPlugin:
     def check(self, spec: Spec, layers: ExecutorSpec, folder: Path) -> Settled:
         from diagbench.execute.slurm.jobs import SlurmSettings
         from diagbench.execute.slurm.probe import check_cluster
+        from diagbench.records.redact import Redactor
 
         settings = SlurmSettings.of(layers, spec.server)
         node = check_cluster(settings, folder)
@@ -41,6 +45,8 @@ class SlurmPlugin:
         self, spec: Spec, layers: ExecutorSpec, given: ExecutorSpec, parallel: int | None, gpus: bool
     ) -> list[str]:
         """A local-only option is a mistake (UserError); what the user should know about the jobs."""
+        from diagbench.yamlsrc import write_duration
+
         if gpus:
             raise UserError(
                 "--gpus applies to local runs; on Slurm the cluster hands out GPUs: set server.gpus (GPUs per attempt)"
@@ -61,6 +67,8 @@ class SlurmPlugin:
     ) -> SlotPlan:
         """Plain slots (the cluster hands out GPUs), one per attempt unless --parallel caps the
         jobs in the queue (or a fixed port, one)."""
+        from diagbench.execute.slots import queue_slots
+
         return queue_slots(spec.server, parallel, attempts)
 
     def build(self, run: Build) -> Executor:
