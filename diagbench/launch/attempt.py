@@ -29,7 +29,7 @@ from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.watch import Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
-from diagbench.records.redact import redact, redact_argv, server_redactor
+from diagbench.records.redact import Redactor, redact, redact_argv, server_redactor
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import timeout_hint
@@ -215,14 +215,10 @@ class _Supervisor:
         try:
             readiness.start()
             decision = _watch(proc, reader, readiness, self)
-            if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
-                decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
-            hint = timeout_hint(reader.last_line, server.ready_log, server.ready_http)
-            if decision.outcome is Outcome.TIMEOUT and not decision.evidence and hint:
-                decision = replace(decision, reason=f"{decision.reason}; {hint}")
+            if decision.outcome is Outcome.TIMEOUT:
+                decision = _timeout_said(decision, server, readiness, reader)
             reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
-            redactor = server_redactor(server, [self.planned.cell.env], [self.planned.cell.args])
-            self.hang.take(proc, decision, redactor)  # before teardown: the tree as it hung
+            self.hang.take(proc, decision, self.redactor)  # before teardown: the tree as it hung
             price = self.price(reader) if decision.outcome is Outcome.READY else None
         finally:
             before = proc.exit_code()  # it may have ended on its own after the decision (exit 0 after ready)
@@ -231,6 +227,11 @@ class _Supervisor:
             proc.close()
             readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
         return _with_exit(decision, before, proc.exit_code()), teardown, price
+
+    def redactor(self) -> Redactor:
+        """What is secret in this attempt's launch: built only when stacks are taken (learning
+        it reads diagbench's whole environment, ~0.5 ms that a decision's SIGTERM waited on)."""
+        return server_redactor(self.server, [self.planned.cell.env], [self.planned.cell.args])
 
     def price(self, reader: _Reader) -> dict[str, Any] | None:
         """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""
@@ -243,6 +244,17 @@ class _Supervisor:
 
         url = probe_url(self.server.price.request.path, self.port)
         return price_launch(url, self.server.price, self.cancel_fd, None if reader.eof else reader.server.pipe, pump)
+
+
+def _timeout_said(decision: Decision, server: ServerSpec, readiness: Readiness, reader: _Reader) -> Decision:
+    """A timeout's reason with what the health probe last got and, with no deciding line,
+    a hint from the log's last line (worked out for timeouts only: not on a ready line's way
+    to its SIGTERM)."""
+    if said := readiness.health_said():
+        decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
+    if not decision.evidence and (hint := timeout_hint(reader.last_line, server.ready_log, server.ready_http)):
+        decision = replace(decision, reason=f"{decision.reason}; {hint}")
+    return decision
 
 
 def _with_exit(decision: Decision, before: int | None, after: int | None) -> Decision:
