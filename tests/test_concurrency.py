@@ -22,7 +22,7 @@ import pytest
 from conftest import diagbench_argv, fake_command, run_cli, wait_until, write_spec
 from diagbench.errors import UserError
 from diagbench.launch import ports
-from diagbench.launch.process import sweep_tagged
+from diagbench.launch.process import _name, _tree_names, sweep_tagged
 from diagbench.logs import scan
 from diagbench.logs.signatures import builtin_packs, load_packs
 from diagbench.records.store import check_run_id
@@ -240,6 +240,43 @@ def test_killed_names_what_died_of_the_first_sigterm(runs):
     assert r.outcome == "ready"
     assert len(r.killed) == 2  # the server and its child, both gone at the first SIGTERM
     assert {k.signal for k in r.killed} == {"SIGTERM"}
+
+
+def test_the_tree_named_before_the_first_sigterm_has_psutil_names(tmp_path):
+    """The raw /proc walk that names the tree before the signal gives psutil's names: a
+    name the kernel cut at 15 bytes is completed, a zombie (it died before) is left out."""
+    import psutil
+
+    long_name = tmp_path / "a-worker-name-longer-than-15"
+    long_name.symlink_to(sys.executable)
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0: os._exit(0)\n"  # a zombie: never reaped
+        "if os.fork() == 0: os.execv(sys.argv[1], [sys.argv[1], '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(long_name)])
+    main = psutil.Process(proc.pid)
+
+    def live() -> list[psutil.Process]:
+        """The main process and its worker, once the other child is a zombie and the worker
+        runs under its long name (one look at the children: they change meanwhile)."""
+        try:
+            states = [(c, c.status(), c.name()) for c in main.children()]
+        except psutil.Error:
+            return []
+        zombies = [c for c, status, _ in states if status == psutil.STATUS_ZOMBIE]
+        workers = [c for c, status, name in states if status != psutil.STATUS_ZOMBIE and name == long_name.name]
+        return [main, *workers] if len(states) == 2 and len(zombies) == 1 and len(workers) == 1 else []
+
+    try:
+        procs = wait_until(live, what="a zombie and a worker with a long name")
+        assert _tree_names(proc.pid) == {p.pid: _name(p) for p in procs}
+    finally:
+        for child in main.children():
+            child.kill()
+        proc.kill()
+        proc.wait()
 
 
 def test_records_and_logs_are_written_alike(runs):

@@ -60,6 +60,8 @@ def test_every_phase_written_in_one_write_is_recorded_in_order(runs, ready):
     times = [p["at_s"] for p in on_disk["phases"]]
     assert times == sorted(times) and times[-1] <= r.time_to_outcome_s
     assert [p for kind, _, p in runs.events if kind == "phase"] == names  # the live view saw each one too
+    kinds = [kind for kind, _, _ in runs.events]  # a deciding read's phases are told after its SIGTERM,
+    assert kinds[-1] == "done" and kinds.count("done") == 1  # still before the attempt is done
 
 
 def test_records_written_before_phases_existed_read_back_with_none():

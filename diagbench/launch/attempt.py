@@ -29,7 +29,7 @@ from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.watch import Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
-from diagbench.records.redact import redact, redact_argv, server_redactor
+from diagbench.records.redact import Redactor, redact, redact_argv, server_redactor
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import timeout_hint
@@ -212,25 +212,35 @@ class _Supervisor:
             request,
             probe_url(request.path, port) if request else None,
         )
+        teller = _PhaseTeller(self.planned, self.on_phase)
+        decided: Decision | None = None
+        pinned = False
         try:
             readiness.start()
-            decision = _watch(proc, reader, readiness, self)
-            if decision.outcome is Outcome.TIMEOUT and (said := readiness.health_said()):
-                decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
-            hint = timeout_hint(reader.last_line, server.ready_log, server.ready_http)
-            if decision.outcome is Outcome.TIMEOUT and not decision.evidence and hint:
-                decision = replace(decision, reason=f"{decision.reason}; {hint}")
-            reader.log.pin(decision.evidence)  # the last part before the decision stays in server.log
-            redactor = server_redactor(server, [self.planned.cell.env], [self.planned.cell.args])
-            self.hang.take(proc, decision, redactor)  # before teardown: the tree as it hung
-            price = self.price(reader) if decision.outcome is Outcome.READY else None
+            decision = decided = _watch(proc, reader, readiness, self, teller)
+            if decision.outcome is Outcome.TIMEOUT:
+                decision = _timeout_said(decision, server, readiness, reader)
+            self.hang.take(proc, decision, self.redactor)  # before teardown: the tree as it hung
+            price = None
+            if decision.outcome is Outcome.READY and server.price is not None:
+                reader.log.pin(decision.evidence)  # before the pricing load's output
+                pinned = True
+                price = self.price(reader)
         finally:
             before = proc.exit_code()  # it may have ended on its own after the decision (exit 0 after ready)
             teardown = stop_tree(proc, server.grace, self.hurry)
+            if decided is not None and not pinned:  # nothing was read since the decision
+                reader.log.pin(decided.evidence)  # its last part stays in server.log (capped: MBs to write)
             _drain(reader)
             proc.close()
             readiness.close(PROBE_JOIN_S)  # after the teardown: a request in flight ends with the server
+            teller.tell(reader.watch.phases)  # those the deciding read held: told after its SIGTERM
         return _with_exit(decision, before, proc.exit_code()), teardown, price
+
+    def redactor(self) -> Redactor:
+        """What is secret in this attempt's launch: built only when stacks are taken (learning
+        it reads diagbench's whole environment, ~0.5 ms that a decision's SIGTERM waited on)."""
+        return server_redactor(self.server, [self.planned.cell.env], [self.planned.cell.args])
 
     def price(self, reader: _Reader) -> dict[str, Any] | None:
         """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""
@@ -243,6 +253,17 @@ class _Supervisor:
 
         url = probe_url(self.server.price.request.path, self.port)
         return price_launch(url, self.server.price, self.cancel_fd, None if reader.eof else reader.server.pipe, pump)
+
+
+def _timeout_said(decision: Decision, server: ServerSpec, readiness: Readiness, reader: _Reader) -> Decision:
+    """A timeout's reason with what the health probe last got and, with no deciding line,
+    a hint from the log's last line (worked out for timeouts only: not on a ready line's way
+    to its SIGTERM)."""
+    if said := readiness.health_said():
+        decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
+    if not decision.evidence and (hint := timeout_hint(reader.last_line, server.ready_log, server.ready_http)):
+        decision = replace(decision, reason=f"{decision.reason}; {hint}")
+    return decision
 
 
 def _with_exit(decision: Decision, before: int | None, after: int | None) -> Decision:
@@ -293,13 +314,29 @@ def _record(
     )
 
 
-def _watch(proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Supervisor) -> Decision:
+@dataclass
+class _PhaseTeller:
+    """Passes each phase change on once, in order (several arrive in one read)."""
+
+    planned: PlannedAttempt
+    on_phase: PhaseCallback
+    told: int = 0
+
+    def tell(self, phases: list[PhaseEntered]) -> None:
+        for change in phases[self.told :]:
+            self.on_phase(self.planned, change.name)
+        self.told = len(phases)
+
+
+def _watch(
+    proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Supervisor, teller: _PhaseTeller
+) -> Decision:
     """Wait on the pipe, the exit descriptor, the probes, the cancel pipe and the workers'
-    pidfds; never sleep-poll (the stall check rides on the same wake-ups, with its own)."""
-    watch, hang, planned = reader.watch, sup.hang, sup.planned
+    pidfds; never sleep-poll (the stall check rides on the same wake-ups, with its own).
+    Once decided, what can wait does (phase changes are told after the SIGTERM, in supervise)."""
+    watch, hang = reader.watch, sup.hang
     descendants = Descendants(proc.pid)
     sel = _selector(proc, readiness, sup.cancel_fd)
-    told = 0  # the phase changes passed on so far
     with sel, contextlib.closing(descendants):
         while watch.decision is None:
             wake = _earliest(watch.wakeup(), hang.wakeup())
@@ -330,9 +367,8 @@ def _watch(proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Sup
             hang.check(watch, reader.bytes, time.monotonic())
             if watch.wants_request:
                 readiness.send_request()
-            for change in watch.phases[told:]:  # every change, several arrive in one read
-                sup.on_phase(planned, change.name)
-            told = len(watch.phases)
+            if watch.decision is None:  # a view or a progress file can wait for the SIGTERM
+                teller.tell(watch.phases)
     assert watch.decision is not None
     return watch.decision
 

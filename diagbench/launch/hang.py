@@ -5,7 +5,7 @@ deciding line)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +69,14 @@ class HangCheck:
         undecided = decision.outcome in (Outcome.FAILED, Outcome.CRASHED) and decision.signature is None
         return when == "always" and undecided
 
-    def take(self, proc: ServerProcess, decision: Decision, redactor: Redactor) -> None:
-        """Stacks of every live process of the tree, before the first signal."""
+    def take(self, proc: ServerProcess, decision: Decision, secrets: Callable[[], Redactor]) -> None:
+        """Stacks of every live process of the tree, before the first signal. `secrets` builds
+        the redactor, asked for only when stacks are taken: a decision that wants none goes
+        straight to its SIGTERM."""
         if not self.wants_stacks(decision):
             return
         started = time.monotonic()
+        redactor = secrets()
         fh_dir = self.folder / STACKS_FOLDER / "faulthandler" if self.server.faulthandler else None
         try:
             taken = take_stacks(members(proc), self.folder / STACKS_FOLDER, redactor, fh_dir)
