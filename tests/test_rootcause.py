@@ -386,3 +386,32 @@ def test_a_server_whose_engine_died_after_its_ready_line_failed(
     got = classify_file(log, SIGS)
     assert (got.outcome, got.failure_class, got.phase) == ("failed", want, "serving")
     assert got.ready is not None and got.ready.line_no == 2
+
+
+def test_what_a_server_prints_after_it_was_asked_to_stop_is_fallout(tmp_path: Path) -> None:
+    """diagbench's teardown SIGTERMs a vLLM that came up: the engine says so (vllm 0.32
+    core.py "trigger received signal=SIGTERM"), and the API server may then find it dead
+    (EngineDeadError): that is the stop's fallout, the launch was ready. A hang a supervisor
+    ended reads as a log that stops (unknown); a failure before vLLM's own SIGTERM of its
+    workers still decides."""
+    up = [
+        "(APIServer pid=1) INFO 12-03 08:19:20 [api_server.py:1] vLLM API server version 0.32.0",
+        "INFO:     Application startup complete.",
+        'INFO:     127.0.0.1:57358 - "POST /v1/completions HTTP/1.1" 200 OK',
+    ]
+    stop = (
+        "(EngineCore pid=2) INFO 12-03 08:19:54 [core.py:1454] [shutdown] EngineCore: trigger received signal=SIGTERM"
+    )
+    dead = (
+        "(APIServer pid=1) ERROR 12-03 08:19:54 [async_llm.py:480] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause."
+    )
+    log = tmp_path / "server.log"
+    log.write_text("\n".join([*up, stop, dead]) + "\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.line_no, got.interrupted) == ("ready", 2, None)
+    log.write_text("\n".join([up[0], "(EngineCore pid=2) INFO Loading weights took 1.0 GB", stop, dead]) + "\n")
+    got = classify_file(log, SIGS)
+    assert (got.outcome, got.interrupted) == ("unknown", 3)
+    got = classify_file(FIXTURES / "vllm_cpu_startup_memory.log", SIGS)
+    assert (got.outcome, got.failure_class, got.line_no, got.interrupted) == ("failed", "oom", 49, None)

@@ -108,12 +108,18 @@ def _in_capture(reading: Reading) -> Reading:
 def _refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
     """The reading, up to a person's Ctrl-C where there is one."""
     stop = next((c.line_no for c in causes if interrupted(c)), None)
-    if stop is not None:  # a person stopped it: the log is read up to the interrupt, its fallout is not the end
-        causes, last_line = [c for c in causes if c.line_no < stop], stop - 1
-        if reading.outcome == "failed" and reading.evidence is not None and reading.evidence.line_no >= stop:
-            reading = Reading("unknown", None, (), None, reading.phase)
-        return replace(_read(reading, causes, last_line), interrupted=stop)
-    return _read(reading, causes, last_line)
+    if stop is None:
+        return _read(reading, causes, last_line)
+    if reading.outcome == "failed" and reading.evidence is not None and reading.evidence.line_no < stop:
+        return _read(reading, causes, last_line)  # a failure, then the stop it led to (vLLM SIGTERMs its workers)
+    # stopped from outside (a person's Ctrl-C, a supervisor's or diagbench's SIGTERM): the log is
+    # read up to it; what it made the server print is its fallout, not the launch's end
+    causes, last_line = [c for c in causes if c.line_no < stop], stop - 1
+    if reading.outcome == "failed":  # decided by the fallout: what held before the stop
+        came_up = reading.ready
+        reading = Reading("ready" if came_up else "unknown", None, (), came_up, reading.phase)
+    got = _read(reading, causes, last_line)
+    return replace(got, interrupted=stop) if got.outcome == "unknown" else got
 
 
 def _read(reading: Reading, causes: list[Cause], last_line: int) -> Reading:

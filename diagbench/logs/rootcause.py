@@ -46,7 +46,7 @@ _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Prev
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
 PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
 STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)
-INTERRUPTED = "interrupted"  # a person pressed Ctrl-C: what follows is its fallout, not the launch's end
+INTERRUPTED = "interrupted"  # Ctrl-C, or a request to stop (SIGTERM): what follows is its fallout, not the launch's end
 ENDING = (LOGGED, PROMPT, STOPPED)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
 # native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
@@ -67,6 +67,14 @@ _NATIVE_PATTERNS = (
         r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
         r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
         "shell",
+    ),
+    # a server saying it was asked to stop (SIGTERM, SIGINT, SIGHUP: a person, a supervisor, diagbench's
+    # teardown): vllm v1/engine/core.py ("[shutdown] EngineCore: trigger received signal=SIGTERM"), torch
+    # elastic agent/server/api.py ("Received Signals.SIGTERM death signal, shutting down workers")
+    (
+        r"((?:[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal[= ]?)?(?:Signals\.)?SIG(?:TERM|INT|HUP)\b.*"
+        r"|\bSIG(?:TERM|INT) received\b.*)",
+        INTERRUPTED,
     ),
     (
         r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"

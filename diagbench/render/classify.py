@@ -28,7 +28,9 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
     if result.ready is not None:
         lines.append(f"came up first: line {result.ready.line_no}: {visible(result.ready.text)}")
     if result.interrupted is not None:
-        lines.append(f"interrupted: Ctrl-C at line {result.interrupted}; what follows it is read as its fallout")
+        lines.append(
+            f"interrupted at line {result.interrupted} (Ctrl-C or a stop signal): what follows is read as its fallout"
+        )
     if not result.line_no:
         before = f"before line {result.interrupted}" if result.interrupted is not None else f"in {result.lines} lines"
         lines.append(f"no ready or failure line {before}")
