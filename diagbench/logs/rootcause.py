@@ -69,11 +69,12 @@ _NATIVE_PATTERNS = (
         "shell",
     ),
     # a server saying it was asked to stop (SIGTERM, SIGINT, SIGHUP: a person, a supervisor, diagbench's
-    # teardown): vllm v1/engine/core.py ("[shutdown] EngineCore: trigger received signal=SIGTERM"), torch
-    # elastic agent/server/api.py ("Received Signals.SIGTERM death signal, shutting down workers")
+    # teardown): vllm v1/engine/core.py ("[shutdown] EngineCore: trigger received signal=SIGTERM") and
+    # entrypoints/launchers/launcher.py signal_handler, on SIGINT or SIGTERM ("[shutdown] API server:
+    # shutdown triggered"), torch elastic agent/server/api.py ("Received Signals.SIGTERM death signal, ...")
     (
         r"((?:[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal[= ]?)?(?:Signals\.)?SIG(?:TERM|INT|HUP)\b.*"
-        r"|\bSIG(?:TERM|INT) received\b.*)",
+        r"|\bSIG(?:TERM|INT) received\b.*|\bAPI server: shutdown triggered.*)",
         INTERRUPTED,
     ),
     (
@@ -152,6 +153,7 @@ _WORDS = (
     "topped",
     "topping",
     "^C",
+    "shutdown triggered",
 )
 # and what the other lines the reader takes need: a traceback's header and frames, an
 # exception's name, a chain's words ("... above exception ...")
