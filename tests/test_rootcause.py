@@ -336,7 +336,8 @@ def test_a_persons_ctrl_c_is_not_the_launchs_end(tmp_path: Path) -> None:
         "Killed",
     ]
     log.write_text("\n".join(hang + fallout) + "\n")
-    assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).interrupted) == ("unknown", 3)
+    fell = classify_file(log, SIGS)
+    assert (fell.outcome, fell.interrupted, fell.signature, fell.line_no) == ("unknown", 3, None, None)
     # an error before the interrupt still decides
     log.write_text("\n".join([*hang, "RuntimeError: CUDA error: out of memory", *interrupt]) + "\n")
     assert (classify_file(log, SIGS).outcome, classify_file(log, SIGS).failure_class) == ("failed", "oom")

@@ -101,7 +101,7 @@ def _read_again(found: Classification, path: Path) -> Classification:
     got = refine(first, causes_of(path, upto, found.lines, found.bytes), found.lines)
     if got == first:
         return replace(found, phase=first.phase)
-    signature = found.signature if got.outcome == found.outcome else "rootcause"
+    signature = found.signature if got.outcome == found.outcome else "rootcause" if got.outcome != "unknown" else None
     return replace(
         found,
         outcome=got.outcome,
