@@ -7,11 +7,8 @@ its records, manifest and server environment are where every run's are.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel
@@ -87,19 +84,9 @@ def command_spec(command: str, env: list[str], rules: ServerRules, cwd: Path) ->
     words, variables = split_command(command, env, "probe")
     if not words:
         raise UserError("probe: the command is empty (give a spec, or a command line such as 'python serve.py')")
-    server = server_spec(rules, cwd)
-    text = yaml.safe_dump({"probe": {"command": command, "env": env, "ready": rules.ready}}, sort_keys=False)
+    request = {"command": command, "env": env, "ready": rules.ready}
     cell = Cell(1, "probe", {}, tuple(words), dict(variables))
-    return Spec(
-        name="probe",
-        description="diagbench probe CMD",
-        path=cwd / "probe",
-        text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-        server=server,
-        axes=(),
-        cells=(cell,),
-    )
+    return Spec.of_request("probe", "diagbench probe CMD", cwd, request, server_spec(rules, cwd), (cell,))
 
 
 def one_cell(spec: Spec, only: list[str]) -> list[str]:

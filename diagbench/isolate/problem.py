@@ -4,13 +4,10 @@ spec for the manifest; from two command lines or from a spec's axes."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from diagbench.errors import SpecError, UserError
 from diagbench.isolate.axes import axis_space
@@ -87,18 +84,7 @@ def command_problem(space: Space, rules: ServerRules, cwd: Path, extra: dict[str
         "fresh_caches": rules.fresh_caches,
         **extra,
     }
-    text = yaml.safe_dump({"isolate": request}, sort_keys=False)
-    spec = Spec(
-        name="isolate",
-        description="diagbench isolate --good ... --bad ...",
-        path=cwd / "isolate",
-        text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-        server=server,
-        axes=(),
-        cells=(),
-    )
-    return Problem(spec, space)
+    return Problem(Spec.of_request("isolate", "diagbench isolate --good ... --bad ...", cwd, request, server), space)
 
 
 def from_spec(spec: Spec, good: str, bad: str, timeout: float | None, grace: float | None) -> Problem:

@@ -102,7 +102,6 @@ _NATIVE_PATTERNS = (
     # "[LM STUDIO SERVER] Server stopped". Not uvicorn's "Shutting down" or TGI's "Shutting down
     # shards": they print those on any signal, and uvicorn only after its start-up completed
     (r"(\b(?:[Mm]odel )?[Ss]erver stopped\b.*|\b[Ss]topping (?:the )?(?:model )?server\b.*)", STOPPED),
-    (r"^(\^C)", INTERRUPTED),  # the terminal echoes Ctrl-C as ^C
     (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
     (
         r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
@@ -152,12 +151,11 @@ _WORDS = (
     "shared ",
     "topped",
     "topping",
-    "^C",
     "shutdown triggered",
 )
 # and what the other lines the reader takes need: a traceback's header and frames, an
-# exception's name, a chain's words ("... above exception ...")
-_LOOK = (*_WORDS, "Traceback", 'File "', "xception")
+# exception's name, a chain's words ("... above exception ..."), the terminal's ^C
+_LOOK = (*_WORDS, "Traceback", 'File "', "xception", "^C")
 _MESSAGE_CHARS = 300
 LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
@@ -284,7 +282,7 @@ class _State:
     def take(self, text: str, i: int, glog: re.Match[str] | None = None) -> None:
         if self.in_tb and self.indent and text[: self.indent].isspace():
             text = text[self.indent :]  # a traceback pasted indented: read as printed
-        if text.startswith("^C") and len(text) > 2:  # the terminal's echo, then what the interrupt printed
+        if text.startswith("^C"):  # the terminal echoes Ctrl-C as ^C, maybe before what the interrupt printed
             self.out.append(_cause(INTERRUPTED, "^C", self.first + i, False))
             text = text[2:]
         stripped = text.strip()

@@ -99,6 +99,32 @@ class Spec:
     gpus: GpuRequest | None = None  # the GPUs to use when --gpus is not given (None: all that are visible)
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # where attempts run (the command line can override)
 
+    @classmethod
+    def of_request(
+        cls,
+        word: str,
+        description: str,
+        cwd: Path,
+        request: dict[str, Any],
+        server: ServerSpec,
+        cells: tuple[Cell, ...] = (),
+    ) -> Spec:
+        """The spec a command builds from its arguments (`isolate`, `probe`, `triage`): its text,
+        for the manifest, is `{word: request}` as YAML; it has no axes."""
+        import yaml  # a command's own spec only: `classify` never pays for YAML
+
+        text = yaml.safe_dump({word: request}, sort_keys=False)
+        return cls(
+            name=word,
+            description=description,
+            path=cwd / word,
+            text=text,
+            sha256=hashlib.sha256(text.encode()).hexdigest(),
+            server=server,
+            axes=(),
+            cells=cells,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The spec as loaded, for the manifest (labels as written)."""
         s = self.server

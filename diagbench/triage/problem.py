@@ -4,12 +4,9 @@ remedies it may try; recorded under a spec for the manifest, as an isolation is.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, shown_command
@@ -68,18 +65,9 @@ def from_command(
         "remedies": [str(p) for p in remedies],
     }
     request |= {"ready": rules.ready, "http": rules.http, "price": price}
-    text = yaml.safe_dump({"triage": request}, sort_keys=False)
-    spec = Spec(
-        name="triage",
-        description="diagbench triage CMD",
-        path=cwd / "triage",
-        text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-        # a server the log reader knows decides by its own ready lines (uvicorn's means vLLM's only for vLLM)
-        server=dataclasses.replace(server_spec(rules, cwd), kind=name if name in SERVERS else None),
-        axes=(),
-        cells=(),
-    )
+    # a server the log reader knows decides by its own ready lines (uvicorn's means vLLM's only for vLLM)
+    serving = dataclasses.replace(server_spec(rules, cwd), kind=name if name in SERVERS else None)
+    spec = Spec.of_request("triage", "diagbench triage CMD", cwd, request, serving)
     return TriageProblem(spec, launch, name, catalogue, price)
 
 
