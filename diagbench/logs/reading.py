@@ -6,6 +6,7 @@
 - An undecided log that reports an error (a traceback, a native report), or whose last lines
   log an error record, is failed with the error's class.
 - A failure of no finer class during the capture phase is a capture failure.
+- A stop from outside (Ctrl-C, a SIGTERM the server reports) ends what is read.
 - The last state wins: a log that reached its ready line or its serving phase and then
   died (a native crash, a killed process, a GPU error outside a request) is failed, with
   `phase: serving` and its ready line kept; handled tracebacks, request errors and a clean
@@ -106,14 +107,13 @@ def _in_capture(reading: Reading) -> Reading:
 
 
 def _refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
-    """The reading, up to a person's Ctrl-C where there is one."""
+    """The reading, up to a stop from outside (a person's Ctrl-C, a supervisor's or diagbench's
+    SIGTERM) where there is one: what it made the server print is its fallout, not the
+    launch's end. A failure decided before the stop stands (vLLM SIGTERMs its own workers)."""
     stop = next((c.line_no for c in causes if interrupted(c)), None)
-    if stop is None:
+    decided = reading.evidence.line_no if reading.outcome == "failed" and reading.evidence else None
+    if stop is None or (decided is not None and decided < stop):
         return _read(reading, causes, last_line)
-    if reading.outcome == "failed" and reading.evidence is not None and reading.evidence.line_no < stop:
-        return _read(reading, causes, last_line)  # a failure, then the stop it led to (vLLM SIGTERMs its workers)
-    # stopped from outside (a person's Ctrl-C, a supervisor's or diagbench's SIGTERM): the log is
-    # read up to it; what it made the server print is its fallout, not the launch's end
     causes, last_line = [c for c in causes if c.line_no < stop], stop - 1
     if reading.outcome == "failed":  # decided by the fallout: what held before the stop
         came_up = reading.ready
@@ -187,8 +187,9 @@ def _after_ready(reading: Reading, causes: list[Cause]) -> Reading:
 
 
 def _after_framework_ready(reading: Reading, errors: list[Cause], causes: list[Cause], ended: list[Cause]) -> Reading:
-    """A log that ends in an error after a framework's ready line (weak: a server may bind
-    before its model is up). Errors its handlers logged (a request's error, a warning) are the
+    """A log that failed after it came up: an error after a framework's ready line (weak: a
+    server may bind before its model is up), or a line that still counts after the server's
+    own (its engine died). Errors its handlers logged (a request's error, a warning) are the
     server's life: it stays ready. Any other error, a death, or the shell's prompt or the
     server's "stopped" among its last lines (`ended`) ended it: failed, its ready line kept."""
     assert reading.ready is not None
