@@ -40,7 +40,7 @@ class Classification:
     server: str | None = None  # given, or detected from the log's markers
     cause: Cause | None = None  # the root cause the reader followed
     ready: Evidence | None = None  # the ready line of a server that came up, then died
-    interrupted: int | None = None  # where a person pressed Ctrl-C: the log is read up to it
+    interrupted: int | None = None  # a stop from outside (Ctrl-C, SIGTERM) that left it undecided
 
     @property
     def chain(self) -> str | None:

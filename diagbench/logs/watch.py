@@ -85,7 +85,7 @@ class Watch:
         self._window: _Window | None = None
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
-        self._came_up: Evidence | None = None  # that line, where a weak error after it ended the log
+        self._came_up: Evidence | None = None  # a ready line the failure of a whole log came after
         self._recent_weak: deque[Hit] = deque(maxlen=32)
         self._handled: bytes | None = None  # the header of the last record that reported a handled error
 
@@ -118,9 +118,10 @@ class Watch:
 
     @property
     def came_up(self) -> Evidence | None:
-        """A finished log that ends in a weak error after a framework's ready line (its
-        "running on" line, which only a finished log can confirm): that ready line. Whether
-        the error ended the server is the root-cause reader's to say (logs/reading.py)."""
+        """The ready line a whole log's failure came after: a framework's "running on" line
+        (which only a finished log can confirm) before the weak error it ends in, or the
+        server's own before a line that still counts after it (its engine died). Whether the
+        error ended the server is the root-cause reader's to say (logs/reading.py)."""
         return self._came_up
 
     @property
