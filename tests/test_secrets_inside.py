@@ -50,11 +50,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         got = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         ok = self.path == POST and got == BODY
+        # printed before the answer: diagbench stops the server the moment the answer lands,
+        # so a line written after it may never be written
+        print("answered", got["api_key"], got["login"]["db_pass"], flush=True)  # a log tail holds them bare
         self.send_response(200 if ok else 400)
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"{{}}")
-        print("answered", got["api_key"], got["login"]["db_pass"], flush=True)  # a log tail holds them bare
 
     def log_message(self, *args):
         return
