@@ -146,3 +146,38 @@ def test_the_server_is_read_from_the_command(tmp_path, command, server):
 def test_a_command_without_port_is_one_message(tmp_path):
     with pytest.raises(UserError, match=r"^the command has no \{port\}: write \{port\} where it takes its port"):
         from_command("vllm serve m", None, ServerRules(), (), 0, tmp_path)
+
+
+_DIRECTION = re.compile(r"\b(increas|decreas)\w*\s+(.*?)(?=\bor (?:increas|decreas)|\bwhen\b|[.\"]\s|$)", re.IGNORECASE)
+_NAME = re.compile(r"`([\w.-]+)`|(--[\w-]+)|\b([A-Z][A-Z0-9_]{3,})\b")
+
+
+def _said_direction(text: str) -> dict[str, str]:
+    """What a server's message says to raise or lower: normalised name -> "up" or "down"."""
+    said: dict[str, str] = {}
+    for verb, words in _DIRECTION.findall(text):
+        for found in _NAME.finditer(words):
+            name = next(g for g in found.groups() if g).lstrip("-").replace("-", "_").lower()
+            said[name] = "up" if verb.lower() == "increas" else "down"
+    return said
+
+
+def test_a_remedy_scales_a_setting_the_way_the_server_s_own_message_says():
+    """A signature whose line says "Try increasing `X`" gets no remedy that lowers X (and the
+    reverse): the advice is the server's, never turned around."""
+    signatures = {s.id: s for s in load_packs(builtin_packs(), Path("."))}
+    checked = []
+    for remedy in CATALOGUE.remedies:
+        scale = remedy.change.scale
+        if scale is None:
+            continue
+        names = {n.lstrip("-").replace("-", "_").lower() for n in scale.names}
+        for word in remedy.when:
+            if word not in signatures:
+                continue
+            said = _said_direction(signatures[word].pattern + " " + signatures[word].source)
+            for name in names & set(said):
+                checked.append((remedy.id, word))
+                assert (scale.by > 1) == (said[name] == "up"), (remedy.id, word, name, said[name], scale.by)
+    assert ("vllm.double-cpu-kv-cache-space", "vllm.cpu_kv_space_host_oom") in checked
+    assert ("vllm.halve-max-model-len", "vllm.kv_cache_too_short") in checked
