@@ -420,3 +420,60 @@ def test_what_a_server_prints_after_it_was_asked_to_stop_is_fallout(tmp_path: Pa
     assert (got.outcome, got.interrupted) == ("unknown", 3)
     got = classify_file(FIXTURES / "vllm_cpu_startup_memory.log", SIGS)
     assert (got.outcome, got.failure_class, got.line_no, got.interrupted) == ("failed", "oom", 49, None)
+
+
+GO_CGO_CRASH = """\
+time=2024-06-01T10:00:00.000Z level=INFO source=server.go:594 msg="waiting for llama runner to start responding"
+SIGSEGV: segmentation violation
+PC=0x7f3a2c1b2e40 m=5 sigcode=1 addr=0x18
+signal arrived during cgo execution
+
+goroutine 7 gp=0xc000007dc0 m=5 mp=0xc000100008 [syscall]:
+runtime.cgocall(0x5593b8a0c1d0, 0xc000049b48)
+"""
+GO_PANIC = """\
+2024/06/01 10:00:00 routes.go:1008: INFO server config
+{first}
+[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x55d1c2f4a1b3]
+
+goroutine 1 [running]:
+"""
+GO_EXEC = (
+    'time=2024-06-01T10:00:02.000Z level=ERROR source=sched.go:443 msg="error loading llama server" '
+    'error="llama runner process has terminated: signal: {said}"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "want", "cause_type"),
+    [
+        (GO_CGO_CRASH, "segfault", "signal"),  # runtime/signal_unix.go sighandler's banner
+        (
+            GO_PANIC.format(first="panic: runtime error: invalid memory address or nil pointer dereference"),
+            "segfault",
+            "Go panic",
+        ),
+        (
+            GO_PANIC.format(first="fatal error: unexpected signal during runtime execution"),
+            "segfault",
+            "Go fatal error",
+        ),
+        (
+            GO_PANIC.format(first="panic: runtime error: index out of range [3] with length 3").split("[signal")[0],
+            "other",
+            "Go panic",
+        ),
+        (GO_EXEC.format(said="segmentation fault (core dumped)"), "segfault", "signal"),  # os.ProcessState.String
+        (GO_EXEC.format(said="killed"), "killed", "signal"),
+        (GO_EXEC.format(said="illegal instruction"), "other", "signal"),
+    ],
+)
+def test_go_runtimes_own_reports_of_a_signal(tmp_path: Path, text: str, want: str, cause_type: str) -> None:
+    """A Go server (Ollama) or its cgo library killed by a signal: the runtime's banner, the
+    `[signal ...]` line under a panic, and os/exec's `signal: <name>` of a child."""
+    log = tmp_path / "go.log"
+    log.write_text(text)
+    for signatures in ([], SIGS):  # the reader alone, and under the packs (ollama's runner line is `other`)
+        got = classify_file(log, signatures)
+        assert (got.outcome, got.failure_class) == ("failed", want), (signatures and "packs", got)
+        assert got.cause is not None and got.cause.type == cause_type

@@ -58,6 +58,10 @@ _NATIVE_PATTERNS = (
     (r"thread '[^']*' panicked at (.+)", "Rust panic"),
     (r"^panic: (.+)", "Go panic"),
     (r"^fatal error: (.+)", "Go fatal error"),
+    # the Go runtime's banner for a fatal signal it did not turn into a panic (runtime/signal_unix.go
+    # sighandler prints sigtable's name: "SIGSEGV: segmentation violation", then "PC=... m=N sigcode=N",
+    # and "signal arrived during cgo execution" when C code (a cgo library) got it)
+    (r"^(SIG[A-Z]+\d?: [a-z]+(?:[ -][a-z]+)*(?: \d)?)\s*$", "signal"),
     (r"^(Fatal Python error: .+)", "Fatal Python error"),
     # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
     # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
@@ -76,6 +80,13 @@ _NATIVE_PATTERNS = (
         r"((?:[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal[= ]?)?(?:Signals\.)?SIG(?:TERM|INT|HUP)\b.*"
         r"|\bSIG(?:TERM|INT) received\b.*|\bAPI server: shutdown triggered.*)",
         INTERRUPTED,
+    ),
+    # Go's os.ProcessState.String() for a child killed by a signal (os/exec_posix.go: "signal: " and
+    # the signal's name, " (core dumped)"), as Ollama reports its llama runner's death
+    (
+        r"\bsignal: ((?:segmentation fault|killed|aborted|illegal instruction|bus error"
+        r"|floating point exception|trace/breakpoint trap)(?: \(core dumped\))?)",
+        "signal",
     ),
     (
         r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"
@@ -307,13 +318,27 @@ class _State:
                 self.raise_line = stripped
         else:
             self.cut()
-            if (native := _native(text)) is not None:
+            if self._go_signal(text, i):
+                pass
+            elif (native := _native(text)) is not None:
                 self.out.append(_cause(native[0], native[1], self.first + i, False))
             elif glog is not None:
                 kind = "glog fatal" if glog.group(1) == "F" else LOGGED
                 self.out.append(_cause(kind, glog.group(2).strip()[:_MESSAGE_CHARS], self.first + i, False))
         self.prev = text
         self.at = i if self.in_tb else self.at
+
+    def _go_signal(self, text: str, i: int) -> bool:
+        """Go's `[signal SIGSEGV: segmentation violation code=... addr=... pc=...]`, printed on
+        the line after the panic or fatal error a signal caused (runtime/panic.go dopanic_m):
+        part of that error's message, so a Go SIGSEGV is a segfault."""
+        last = self.out[-1] if self.out else None
+        if not text.startswith("[signal ") or last is None or last.line_no != self.first + i - 1:
+            return False
+        if last.type not in ("Go panic", "Go fatal error"):
+            return False
+        self.out[-1] = _cause(last.type, f"{last.message} {text.strip()}"[:_MESSAGE_CHARS], last.line_no, False)
+        return True
 
     def cut(self) -> None:
         """A traceback that ended before its exception line: its last `raise` and the
