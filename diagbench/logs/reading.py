@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.logs.lines import count_endings, read_blocks, split_lines
-from diagbench.logs.rootcause import DEATHS, ENDING, PROMPT, STOPPED, Cause, interrupted, read, root_of
+from diagbench.logs.native import DEATHS, ENDING, PROMPT, STOPPED
+from diagbench.logs.rootcause import Cause, interrupted, read, root_of
 from diagbench.vocab import Evidence
 
 TAIL = 1 << 18  # the root cause is read in the last 256 KB before the decision (or the log's end): thousands of lines

@@ -6,9 +6,10 @@ Ray's and vLLM's `(Name pid=N)`, timestamps, docker compose, glog, `> ` quotes; 
 cause of the following exception", "During handling of the above exception, another
 exception occurred") to the root exception: its type and message. A traceback whose excerpt
 starts in its middle still ends in its exception line, after an indented frame line.
-Native reports are read too: C++ (`terminate called after throwing an instance of`,
-`what():`), Rust (`panicked at`), Go (`panic:`, `fatal error:`), glog's fatal lines, and the
-shell's, the kernel's and Python's reports of a killed or crashed process.
+Native reports are read too (their patterns are in native.py): C++ (`terminate called after
+throwing an instance of`, `what():`), Rust (`panicked at`), Go (`panic:`, `fatal error:`, the
+runtime's signal reports), glog's fatal lines, and the shell's, the kernel's and Python's
+reports of a killed or crashed process.
 
 Each error is given its class by causes.py's one table. This reads a finished log once
 (offline, or once at the end of a live attempt): never on the live per-line path.
@@ -16,13 +17,14 @@ Each error is given its class by causes.py's one table. This reads a finished lo
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from diagbench.logs.causes import class_of, class_of_frame
+from diagbench.logs.native import DEATHS, INTERRUPTED, LOGGED, WORDS, native
+from diagbench.logs.native import MESSAGE_CHARS as _MESSAGE_CHARS
 from diagbench.logs.signatures import PREFIX
 
 _PREFIX = re.compile("^" + PREFIX)
@@ -43,131 +45,9 @@ _EXC_LINE = re.compile(
 )
 _NAMED = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
-LOGGED = "logged error"  # a log record at error level: an error, not a report of why
-PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
-STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)
-INTERRUPTED = "interrupted"  # Ctrl-C, or a request to stop (SIGTERM): what follows is its fallout, not the launch's end
-ENDING = (LOGGED, PROMPT, STOPPED)  # what names a failure only among a log's last lines
-DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
-# native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
-# group 1, or the whole line where it has none. No pattern starts with `.*`: a search that
-# does is quadratic on a long line.
-_NATIVE_PATTERNS = (
-    (r"terminate called after throwing an instance of '([^']+)'", "C++"),
-    (r"^\s*what\(\):\s*(.+)", "C++ what()"),
-    (r"thread '[^']*' panicked at (.+)", "Rust panic"),
-    (r"^panic: (.+)", "Go panic"),
-    (r"^fatal error: (.+)", "Go fatal error"),
-    # the Go runtime's banner for a fatal signal it did not turn into a panic (runtime/signal_unix.go
-    # sighandler prints sigtable's name: "SIGSEGV: segmentation violation", then "PC=... m=N sigcode=N",
-    # and "signal arrived during cgo execution" when C code (a cgo library) got it)
-    (r"^(SIG[A-Z]+\d?: [a-z]+(?:[ -][a-z]+)*(?: \d)?)\s*$", "signal"),
-    (r"^(Fatal Python error: .+)", "Fatal Python error"),
-    # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
-    # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
-    (
-        r"^(?:zsh: |\[\d+\][+-]?\s+|(?:[\w./-]+: )?line \d+:\s+|\s*)(?:\d+\s+)?"
-        r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction"
-        r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
-        r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
-        "shell",
-    ),
-    # a server saying it was asked to stop (SIGTERM, SIGINT, SIGHUP: a person, a supervisor, diagbench's
-    # teardown): vllm v1/engine/core.py ("[shutdown] EngineCore: trigger received signal=SIGTERM") and
-    # entrypoints/launchers/launcher.py signal_handler, on SIGINT or SIGTERM ("[shutdown] API server:
-    # shutdown triggered"), torch elastic agent/server/api.py ("Received Signals.SIGTERM death signal, ...")
-    (
-        r"((?:[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal[= ]?)?(?:Signals\.)?SIG(?:TERM|INT|HUP)\b.*"
-        r"|\bSIG(?:TERM|INT) received\b.*|\bAPI server: shutdown triggered.*)",
-        INTERRUPTED,
-    ),
-    # Go's os.ProcessState.String() for a child killed by a signal (os/exec_posix.go: "signal: " and
-    # the signal's name, " (core dumped)"), as Ollama reports its llama runner's death
-    (
-        r"\bsignal: ((?:segmentation fault|killed|aborted|illegal instruction|bus error"
-        r"|floating point exception|trace/breakpoint trap)(?: \(core dumped\))?)",
-        "signal",
-    ),
-    (
-        r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"
-        r"|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
-        r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
-        r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
-        r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
-        "signal",
-    ),
-    (r"^Out of memory: Killed process |invoked oom-killer", "kernel"),
-    (r"(?:CUDA|Cuda) error\b|\bcudaError\w+|CUDA_ERROR_\w+|\bcudaMalloc\w* failed\b", "CUDA"),
-    (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
-    (
-        r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
-        r"|\blisten (?:tcp|udp)\d? \S+: bind: |error while attempting to bind on address",  # cpython asyncio
-        "bind",
-    ),
-    (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
-    (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
-    # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
-    (r"^(Process [\w-]+):\s*$", "multiprocessing"),
-    # a server's own word that it stopped: DJL Serving ModelServer.java ("Stopping model server.", and
-    # "Model server stopped." in startAndWait's finally, after a start that failed too), LM Studio's
-    # "[LM STUDIO SERVER] Server stopped". Not uvicorn's "Shutting down" or TGI's "Shutting down
-    # shards": they print those on any signal, and uvicorn only after its start-up completed
-    (r"(\b(?:[Mm]odel )?[Ss]erver stopped\b.*|\b[Ss]topping (?:the )?(?:model )?server\b.*)", STOPPED),
-    (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
-    (
-        r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
-        r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
-        LOGGED,
-    ),
-    (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),
-    (r"undefined symbol: |cannot open shared object file|error while loading shared libraries", "loader"),
-)
-# a word each _NATIVE_PATTERNS pattern needs (but the prompt's), for a cheap first look at a line
-_WORDS = (
-    "terminate called",
-    "what()",
-    "panic",
-    "fatal",
-    "Fatal",
-    "ault",
-    "Abort",
-    "abort",
-    "Killed",
-    "killed",
-    "exception",
-    "nstruction",
-    "SIG",
-    "ignal",
-    "xit",
-    "oom-killer",
-    "Out of memory",
-    "rror",
-    "CUDA",
-    "cuda",
-    "NCCL",
-    "nccl",
-    "in use",
-    "bind",
-    "unknown",
-    "unrecognized",
-    "invalid",
-    "Process ",
-    "ERROR",
-    "FATAL",
-    "CRITICAL",
-    "[E]",
-    "level",
-    "mpirun",
-    "symbol",
-    "shared ",
-    "topped",
-    "topping",
-    "shutdown triggered",
-)
 # and what the other lines the reader takes need: a traceback's header and frames, an
 # exception's name, a chain's words ("... above exception ..."), the terminal's ^C
-_LOOK = (*_WORDS, "Traceback", 'File "', "xception", "^C")
-_MESSAGE_CHARS = 300
+_LOOK = (*WORDS, "Traceback", 'File "', "xception", "^C")
 LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
 _GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
@@ -318,15 +198,20 @@ class _State:
                 self.raise_line = stripped
         else:
             self.cut()
-            if self._go_signal(text, i):
-                pass
-            elif (native := _native(text)) is not None:
-                self.out.append(_cause(native[0], native[1], self.first + i, False))
-            elif glog is not None:
-                kind = "glog fatal" if glog.group(1) == "F" else LOGGED
-                self.out.append(_cause(kind, glog.group(2).strip()[:_MESSAGE_CHARS], self.first + i, False))
+            self._outside(text, i, glog)
         self.prev = text
         self.at = i if self.in_tb else self.at
+
+    def _outside(self, text: str, i: int, glog: re.Match[str] | None) -> None:
+        """A line outside a traceback: a native report, a glog record, or the signal line of
+        the Go panic above it."""
+        if self._go_signal(text, i):
+            return
+        if (report := native(text)) is not None:
+            self.out.append(_cause(report[0], report[1], self.first + i, False))
+        elif glog is not None:
+            kind = "glog fatal" if glog.group(1) == "F" else LOGGED
+            self.out.append(_cause(kind, glog.group(2).strip()[:_MESSAGE_CHARS], self.first + i, False))
 
     def _go_signal(self, text: str, i: int) -> bool:
         """Go's `[signal SIGSEGV: segmentation violation code=... addr=... pc=...]`, printed on
@@ -406,23 +291,6 @@ def _flat_frame(stripped: str, prev: str) -> bool:
     """A frame of a traceback pasted flat (its indentation lost): a `File "..."` line, or
     the source line after one."""
     return stripped.startswith('File "') or prev.lstrip().startswith('File "')
-
-
-@functools.cache
-def _native_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
-    """Compiled when a line first holds one of their words (a short clean log needs none)."""
-    return tuple((re.compile(p), kind) for p, kind in _NATIVE_PATTERNS)
-
-
-def _native(text: str) -> tuple[str, str] | None:
-    if not any(word in text for word in _WORDS) and not text.rstrip().endswith(("$", "#")):
-        return None  # most lines: no word any native report needs (a substring test, not 20 searches)
-    for pattern, kind in _native_patterns():
-        found = pattern.search(text)
-        if found is not None:
-            said = found.group(1) if pattern.groups else text
-            return kind, said.strip()[:_MESSAGE_CHARS]
-    return None
 
 
 def _cause(kind: str, message: str, line_no: int, traceback: bool) -> Cause:

@@ -1,0 +1,153 @@
+"""What native runtimes and the system print when a process fails: C++, Rust, Go, the shell,
+the kernel, CUDA, NCCL, glog-style records, a server's word that it stopped or was asked to.
+
+The root-cause reader (rootcause.py) asks `native` about each line outside a Python
+traceback; the kind it names is what causes.py's table maps to a class. Each pattern cites
+the program that prints it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+LOGGED = "logged error"  # a log record at error level: an error, not a report of why
+PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
+STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)
+INTERRUPTED = "interrupted"  # Ctrl-C, or a request to stop (SIGTERM): what follows is its fallout, not the launch's end
+ENDING = (LOGGED, PROMPT, STOPPED)  # what names a failure only among a log's last lines
+DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
+# native reports: (regex, kind), searched in each (stripped) line; the message is the regex's
+# group 1, or the whole line where it has none. No pattern starts with `.*`: a search that
+# does is quadratic on a long line.
+NATIVE_PATTERNS = (
+    (r"terminate called after throwing an instance of '([^']+)'", "C++"),
+    (r"^\s*what\(\):\s*(.+)", "C++ what()"),
+    (r"thread '[^']*' panicked at (.+)", "Rust panic"),
+    (r"^panic: (.+)", "Go panic"),
+    (r"^fatal error: (.+)", "Go fatal error"),
+    # the Go runtime's banner for a fatal signal it did not turn into a panic (runtime/signal_unix.go
+    # sighandler prints sigtable's name: "SIGSEGV: segmentation violation", then "PC=... m=N sigcode=N",
+    # and "signal arrived during cgo execution" when C code (a cgo library) got it)
+    (r"^(SIG[A-Z]+\d?: [a-z]+(?:[ -][a-z]+)*(?: \d)?)\s*$", "signal"),
+    (r"^(Fatal Python error: .+)", "Fatal Python error"),
+    # bash (strsignal: "Segmentation fault (core dumped)", after "[1]+  " or "line 3: 123 "), zsh
+    # ("zsh: segmentation fault  cmd", "[1]    123 floating point exception  cmd"): the line's start
+    (
+        r"^(?:zsh: |\[\d+\][+-]?\s+|(?:[\w./-]+: )?line \d+:\s+|\s*)(?:\d+\s+)?"
+        r"((?:Segmentation fault|Bus error|Aborted|Killed|Floating point exception|Illegal instruction"
+        r"|segmentation fault|bus error|abort|killed|floating point exception|illegal hardware instruction)"
+        r"(?: \(core dumped\))?)(?:\s{2,}\S.*|\s*)$",
+        "shell",
+    ),
+    # a server saying it was asked to stop (SIGTERM, SIGINT, SIGHUP: a person, a supervisor, diagbench's
+    # teardown): vllm v1/engine/core.py ("[shutdown] EngineCore: trigger received signal=SIGTERM") and
+    # entrypoints/launchers/launcher.py signal_handler, on SIGINT or SIGTERM ("[shutdown] API server:
+    # shutdown triggered"), torch elastic agent/server/api.py ("Received Signals.SIGTERM death signal, ...")
+    (
+        r"((?:[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal[= ]?)?(?:Signals\.)?SIG(?:TERM|INT|HUP)\b.*"
+        r"|\bSIG(?:TERM|INT) received\b.*|\bAPI server: shutdown triggered.*)",
+        INTERRUPTED,
+    ),
+    # Go's os.ProcessState.String() for a child killed by a signal (os/exec_posix.go: "signal: " and
+    # the signal's name, " (core dumped)"), as Ollama reports its llama runner's death
+    (
+        r"\bsignal: ((?:segmentation fault|killed|aborted|illegal instruction|bus error"
+        r"|floating point exception|trace/breakpoint trap)(?: \(core dumped\))?)",
+        "signal",
+    ),
+    (
+        r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"
+        r"|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
+        r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
+        r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
+        r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
+        "signal",
+    ),
+    (r"^Out of memory: Killed process |invoked oom-killer", "kernel"),
+    (r"(?:CUDA|Cuda) error\b|\bcudaError\w+|CUDA_ERROR_\w+|\bcudaMalloc\w* failed\b", "CUDA"),
+    (r"NCCL error|\bnccl(?:Internal|UnhandledCuda|System|Remote)Error\b|NCCL WARN ", "NCCL"),
+    (
+        r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
+        r"|\blisten (?:tcp|udp)\d? \S+: bind: |error while attempting to bind on address",  # cpython asyncio
+        "bind",
+    ),
+    (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
+    (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
+    # cpython Lib/multiprocessing/process.py _bootstrap: "Process NAME:" then the child's traceback
+    (r"^(Process [\w-]+):\s*$", "multiprocessing"),
+    # a server's own word that it stopped: DJL Serving ModelServer.java ("Stopping model server.", and
+    # "Model server stopped." in startAndWait's finally, after a start that failed too), LM Studio's
+    # "[LM STUDIO SERVER] Server stopped". Not uvicorn's "Shutting down" or TGI's "Shutting down
+    # shards": they print those on any signal, and uvicorn only after its start-up completed
+    (r"(\b(?:[Mm]odel )?[Ss]erver stopped\b.*|\b[Ss]topping (?:the )?(?:model )?server\b.*)", STOPPED),
+    (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
+    (
+        r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
+        r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
+        LOGGED,
+    ),
+    (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),
+    (r"undefined symbol: |cannot open shared object file|error while loading shared libraries", "loader"),
+)
+# a word each NATIVE_PATTERNS pattern needs (but the prompt's), for a cheap first look at a line
+WORDS = (
+    "terminate called",
+    "what()",
+    "panic",
+    "fatal",
+    "Fatal",
+    "ault",
+    "Abort",
+    "abort",
+    "Killed",
+    "killed",
+    "exception",
+    "nstruction",
+    "SIG",
+    "ignal",
+    "xit",
+    "oom-killer",
+    "Out of memory",
+    "rror",
+    "CUDA",
+    "cuda",
+    "NCCL",
+    "nccl",
+    "in use",
+    "bind",
+    "unknown",
+    "unrecognized",
+    "invalid",
+    "Process ",
+    "ERROR",
+    "FATAL",
+    "CRITICAL",
+    "[E]",
+    "level",
+    "mpirun",
+    "symbol",
+    "shared ",
+    "topped",
+    "topping",
+    "shutdown triggered",
+)
+MESSAGE_CHARS = 300
+
+
+@functools.cache
+def native_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Compiled when a line first holds one of their words (a short clean log needs none)."""
+    return tuple((re.compile(p), kind) for p, kind in NATIVE_PATTERNS)
+
+
+def native(text: str) -> tuple[str, str] | None:
+    """The kind of native report a (stripped) line is, and what it says; None for most lines."""
+    if not any(word in text for word in WORDS) and not text.rstrip().endswith(("$", "#")):
+        return None  # most lines: no word any native report needs (a substring test, not 20 searches)
+    for pattern, kind in native_patterns():
+        found = pattern.search(text)
+        if found is not None:
+            said = found.group(1) if pattern.groups else text
+            return kind, said.strip()[:MESSAGE_CHARS]
+    return None
