@@ -44,7 +44,8 @@ TABLE = (
         r"|exit(?:ed with)? code (?:137|-9)\b|exitcode\s*:\s*-9\b",
         "S bash jobs.c (Killed); torch/distributed/elastic/multiprocessing/api.py (Signal 9 (SIGKILL)); "
         "cpython Lib/multiprocessing/process.py (exitcode -9); docker compose (exited with code 137 = 128 + SIGKILL); "
-        "tritonserver src/common.cc (Signal (9) received.)",
+        "TGI launcher/src/main.rs (Shard process was signaled to shutdown with signal 9); Go os/exec_posix.go "
+        "(signal: killed)",
     ),
     # -- the GPU's own errors: CUDA runtime (cuda_runtime_api.h cudaError_t strings) -----------------
     Entry(

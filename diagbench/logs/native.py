@@ -43,10 +43,11 @@ NATIVE_PATTERNS = (
     # a server saying it was asked to stop (SIGTERM, SIGINT, SIGHUP: a person, a supervisor, diagbench's
     # teardown): vllm v1/engine/core.py ("[shutdown] EngineCore: trigger received signal=SIGTERM") and
     # entrypoints/launchers/launcher.py signal_handler, on SIGINT or SIGTERM ("[shutdown] API server:
-    # shutdown triggered"), torch elastic agent/server/api.py ("Received Signals.SIGTERM death signal, ...")
+    # shutdown triggered"), torch elastic agent/server/api.py ("Received Signals.SIGTERM death signal, ..."),
+    # tritonserver src/triton_signal.cc's graceful handler, for SIGINT and SIGTERM ("Signal (15) received.")
     (
         r"((?:[Rr]eceived|[Cc]aught|[Gg]ot) (?:signal[= ]?)?(?:Signals\.)?SIG(?:TERM|INT|HUP)\b.*"
-        r"|\bSIG(?:TERM|INT) received\b.*|\bAPI server: shutdown triggered.*)",
+        r"|\bSIG(?:TERM|INT) received\b.*|\bAPI server: shutdown triggered.*|^Signal \((?:2|15)\) received\..*)",
         INTERRUPTED,
     ),
     # Go's os.ProcessState.String() for a child killed by a signal (os/exec_posix.go: "signal: " and

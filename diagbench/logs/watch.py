@@ -104,6 +104,7 @@ class Watch:
             if self._after_ready(hit) or self._in_handled_record(hit):
                 continue
             if self._take(hit, now):
+                self._take_same_line(hit, hits[index + 1 :], now)
                 self._note_markers(hits[index + 1 :])
                 return self._decide_failure(now)
         if self._window and last_line_no >= self._window.closes_after_line:
@@ -284,6 +285,15 @@ class Watch:
             self._window.hits.append(hit)
             return hit.signature.settles
         return False
+
+    def _take_same_line(self, settled: Hit, rest: list[Hit], now: float) -> None:
+        """The other hits on the line that settled a failure: one line is read whole, so the
+        signatures' priorities choose among them, not the packs' order."""
+        for hit in rest:
+            if hit.line_no != settled.line_no:
+                return
+            if not (self._after_ready(hit) or self._in_handled_record(hit)):
+                self._take(hit, now)
 
     def _enter(self, phase: str, now: float) -> None:
         if phase != self.phase:
