@@ -144,10 +144,13 @@ TABLE = (
         "port_in_use",
         "",
         r"[Aa]ddress already in use|EADDRINUSE|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
-        r"|[Ee]rrno 98\b|[Ee]rrno 48\b|Only one usage of each socket address|\blisten (?:tcp|udp)\d? \S+: bind: ",
+        r"|[Ee]rrno 98\b|[Ee]rrno 48\b|Only one usage of each socket address"
+        r"|\blisten (?:tcp|udp)\d? \S+: bind: (?!permission denied|cannot assign requested address"
+        r"|An attempt was made to access a socket)",
         "S glibc strerror(EADDRINUSE=98: Address already in use); Go net (bind: address already in use); "
         "Rust std::io::ErrorKind::AddrInUse; Windows WSAEADDRINUSE; llama.cpp tools/server/server.cpp "
-        "(couldn't bind HTTP server socket); Go net OpError (listen tcp ADDR: bind: <the OS's words>)",
+        "(couldn't bind HTTP server socket); Go net OpError (listen tcp ADDR: bind: <the OS's words>, which may be "
+        "localized: all but EACCES's and EADDRNOTAVAIL's, which say another reason than a port in use)",
     ),
     # -- CUDA graph capture: last, as it wraps the errors above ("Capture cuda graph failed: CUDA error:
     # out of memory" is an OOM under a capture) ------------------------------------------------------

@@ -339,6 +339,8 @@ class Watch:
         best = max(hits, key=lambda h: (h.signature.priority, -h.line_no))
         secondary: list[str] = []
         for hit in hits:
+            if hit.line_no == best.line_no and hit.signature.pack == best.signature.pack:
+                continue  # the same pack's lesser reading of the same line, not a second error
             cls = hit.signature.failure_class
             if cls not in (None, FailureClass.OTHER, best.signature.failure_class) and cls not in secondary:
                 secondary.append(cls)
