@@ -272,3 +272,17 @@ def test_a_missing_user_pack_is_located_in_the_spec(tmp_path: Path) -> None:
         str(caught.value)
         == f"{path}:4: server.signatures[0]: signature pack './nope.yaml': no such file (check the path)"
     )
+
+
+def test_a_retry_on_a_failure_line_is_one_message(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(
+        "pack: mine\nsignatures:\n  - {id: x, kind: failure, retry: true, pattern: 'again'}\n"
+    )
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: x\nserver:\n  command: foo\n  signatures: [./mine.yaml]\n" + AXIS)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'mine.yaml'}:3: signatures[0].retry: retry is for phase lines "
+        "(use kind: phase, with the phase the retry runs)"
+    )

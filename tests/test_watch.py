@@ -478,3 +478,31 @@ def test_errors_inside_a_wont_convert_record_are_handled_and_do_not_decide():
     after = Watch(ReadyRule(), deadline=10)  # the same error outside the record decides
     feed(after, record + "torch._dynamo.exc.BackendCompilerFailed: backend='bad_backend' raised:\n")
     assert after.tick(1.0).failure_class == "torch_compile"
+
+
+def test_a_retry_line_sets_the_open_failure_aside_live():
+    """Ollama's retry of a load that ran out of memory, before any ready line: the failure
+    waits in its window, the retry closes it, and the line after says how the retry went."""
+    retry = (
+        'time=2026-08-21T10:01:15.902-07:00 level=WARN source=sched.go:652 msg="llama-server load failed; '
+        'reducing automatic context and retrying once" error="llama-server process has terminated: exit status 1"\n'
+    )
+    failed = (
+        'time=2026-08-21T10:01:15.901-07:00 level=INFO source=sched.go:641 msg="Load failed" error="exit status 1"\n'
+    )
+    w = Watch(ReadyRule(), deadline=10, settle_s=5.0)
+    assert feed(w, failed, now=1.0) is None  # in its window
+    assert feed(w, retry, now=1.1, first=2) is None and w.wakeup() == 10  # set aside: only the deadline is left
+    assert w.phase == "load"
+    d = feed(
+        w,
+        'time=2026-08-21T10:01:20.000-07:00 level=INFO msg="Listening on 127.0.0.1:11434 (version 0.30.1)"\n',
+        now=2.0,
+        first=3,
+    )
+    assert d is not None and (d.outcome, d.evidence.line_no) == (Outcome.READY, 3)
+    again = Watch(ReadyRule(), deadline=10, settle_s=5.0)
+    feed(again, failed + retry, now=1.0)
+    feed(again, failed, now=3.0, first=3)  # the retry failed too: a window opens again
+    d = again.tick(8.0)
+    assert d is not None and (d.outcome, d.evidence.line_no) == (Outcome.FAILED, 3)

@@ -118,9 +118,10 @@ class Scanner:
         self._phases, _, _ = engines((Kind.PHASE,))
 
     def _kind(self, index: int, required: set[str]) -> Kind:
-        """The kind a signature is looked for as: phases another signature `requires` like failures."""
+        """The kind a signature is looked for as: phases another signature `requires`, and
+        retries (each one counts, not only the last phase line), like failures."""
         sig = self.signatures[index]
-        return Kind.READY if sig.kind is Kind.PHASE and sig.id in required else sig.kind
+        return Kind.READY if sig.kind is Kind.PHASE and (sig.id in required or sig.retry) else sig.kind
 
     def fork(self) -> Scanner:
         """A scanner for one more thread: the compiled patterns are shared, the scan state

@@ -65,6 +65,7 @@ _SIGNATURE_KEYS = (
     "needs_server",
     "after_ready",
     "handled",
+    "retry",
     "phase",
     "source",
 )
@@ -105,6 +106,7 @@ class Signature:
     needs_server: bool = False  # ready only once the log is known to be `server`'s
     after_ready: bool = False  # a failure that still counts after the ready line: a port bound after it
     handled: bool = False  # opens a log record that reports an error the program went on from (see `record_of`)
+    retry: bool = False  # a phase line saying the server tries again what just failed: the open failure is set aside
     vetted: bool = False  # a built-in pack's: plain `re`; anyone else's runs under a time budget (logs/guard.py)
     _compiled: re.Pattern[bytes] | Guarded | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -235,6 +237,9 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
     handled = keys["handled"].boolean() if "handled" in keys else False
     if handled and "(?P<record>" not in pattern:
         raise keys["handled"].error("a handled line needs its record's header as a group", "add (?P<record>...)")
+    retry = keys["retry"].boolean() if "retry" in keys else False
+    if retry and kind is not Kind.PHASE:
+        raise keys["retry"].error("retry is for phase lines", "use kind: phase, with the phase the retry runs")
     port_in_use = failure_class == FailureClass.PORT_IN_USE
     return Signature(
         id=keys["id"].string(),
@@ -254,6 +259,7 @@ def parse_signature(src: Src, pack: str, server: str | None = None) -> Signature
         # a port is only found taken when it is bound, and some servers bind after their ready line
         after_ready=keys["after_ready"].boolean() if "after_ready" in keys else port_in_use,
         handled=handled,
+        retry=retry,
     )
 
 

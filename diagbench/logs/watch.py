@@ -83,6 +83,7 @@ class Watch:
         self._http_ok = False
         self._answer: tuple[bool, str] | None = None  # the ready request's (ok, detail)
         self._window: _Window | None = None
+        self._retried_at = 0  # the line of the last retry: its own error words are what it retries
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
         self._came_up: Evidence | None = None  # a ready line the failure of a whole log came after
@@ -270,6 +271,12 @@ class Watch:
         self._seen.add(hit.signature.id)
         if kind is Kind.MARKER:
             self.detector.saw(hit.signature)
+        elif kind is Kind.PHASE and hit.signature.retry and self._window:
+            self._window, self._retried_at = None, hit.line_no  # it tries again: its next lines say how that went
+            if self._ready_hit is None:  # after the ready line the retry is a request's (Ollama loads at the first)
+                self._enter(hit.signature.phase_name(hit.match), now)
+        elif kind is Kind.FAILURE and hit.line_no == self._retried_at:
+            pass  # the error a retry line names is the one it retries
         elif kind is Kind.PHASE and not self._window:
             self._enter(hit.signature.phase_name(hit.match), now)
         elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
