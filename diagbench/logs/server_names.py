@@ -10,6 +10,7 @@ SERVERS = {
     "vllm": "vLLM",
     "sglang": "SGLang",
     "tgi": "Text Generation Inference",
+    "tei": "Text Embeddings Inference",
     "trtllm": "TensorRT-LLM (trtllm-serve, or Triton with the TensorRT-LLM backend)",
     "llamacpp": "llama.cpp server (llama-server)",
     "triton": "Triton Inference Server",
@@ -28,6 +29,8 @@ ALIASES = {
     "trtllm-serve": "trtllm",
     "text-generation-inference": "tgi",
     "text-generation-launcher": "tgi",
+    "text-embeddings-inference": "tei",
+    "text-embeddings-router": "tei",
     "torchrun": "pytorch",
 }
 # a server whose ready lines are another's too: TensorRT-LLM served by Triton is ready when Triton is
