@@ -71,9 +71,9 @@ TABLE = (
     Entry(
         "oom",
         "",
-        r"No available memory for the cache blocks|[Nn]ot enough (?:GPU |KV cache )?memory",
+        r"No available memory for the cache blocks|[Nn]ot enough (?:GPU |KV cache )?memory|No enough gpu memory for ",
         "S vllm v1/core/kv_cache_utils.py (No available memory for the cache blocks); sglang "
-        "mem_cache (Not enough memory)",
+        "mem_cache (Not enough memory); lmdeploy pytorch/engine/executor/base.py (No enough gpu memory for kv cache)",
     ),
     # -- NCCL: torch's ProcessGroupNCCL and NCCL's own ncclResult_t strings ----------------------------
     Entry(
