@@ -321,3 +321,10 @@ def test_classify_exits_0_ready_1_failed_3_unknown(tmp_path: Path, text: str, co
     for extra in ([], ["--json"]):
         proc = run_cli("classify", str(log), *extra)
         assert proc.returncode == code, (extra, proc.stdout, proc.stderr)
+
+
+def test_llama_cpps_own_line_prefix_still_names_the_server() -> None:
+    """`--log-timestamps --log-prefix` put `0.00.184.752 I ` before every line: the markers
+    anchored at a line's start see through it."""
+    got = classify_file(FIXTURES / "llamacpp_ready_log_prefix.log", SIGS)
+    assert (got.outcome, got.server, got.signature) == ("ready", "llamacpp", "llamacpp.ready")

@@ -95,6 +95,7 @@ TRACEBACK = [
         "vllm-1  | ",  # docker compose
         "2023-05-30 17:19:25 | ERROR | stderr | ",  # FastChat
         "2024-06-01T10:00:00.123456Z ",  # kubectl --timestamps
+        "0.00.184.752 E ",  # llama.cpp --log-timestamps --log-prefix
         "> ",  # a Markdown quote
         ">     ",  # a quote, indented
         "\x1b[36m(pid=9)\x1b[0m ",  # colours

@@ -39,6 +39,8 @@ PREFIX = (
     r"|\((?:[A-Za-z_][\w:.-]*(?: [\w=.:-]+)*? )?pid=\d+(?:, ip=[\w.:]+)?\)\s*"
     r"|[\w.-]+\s+\|\s"  # docker compose: `vllm-1  | `, `ollama  | `
     r"|\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]{2}\d+)*\]\s*"  # SGLang: `[2025-05-12 08:03:12 TP0] `
+    # llama.cpp's --log-timestamps and --log-prefix: `0.00.184.752 I ` (common/log.cpp, minutes.seconds.ms.us)
+    r"|\d+\.\d\d\.\d{3}\.\d{3} (?:[IWED] )?"
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] "  # vLLM's logger
     r"|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)\s+(?:std(?:out|err) [FP] )?"  # kubectl --timestamps, CRI, CloudWatch
     # journald / syslog: classic `Jul 25 14:36:08` (`-o short`, `short-precise`), ISO 8601
