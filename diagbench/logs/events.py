@@ -11,9 +11,10 @@ import signal
 
 from diagbench.logs.scan import Hit
 from diagbench.logs.signatures import Kind, Signature
-from diagbench.vocab import FailureClass
+from diagbench.vocab import Evidence, FailureClass
 
 EVENT_PACK = "diagbench"
+EVIDENCE_CHARS = 500
 # Orderly stops (SIGTERM, SIGINT, SIGHUP) are no failure: a server's own cleanup sends them.
 DEATH_CLASSES: dict[int, FailureClass] = {
     signal.SIGKILL: FailureClass.KILLED,  # the OOM killer, or someone's kill -9
@@ -45,3 +46,17 @@ def death_hit(words: str, sig: int, line_no: int) -> Hit | None:
 
 def is_event(hit: Hit) -> bool:
     return hit.signature.pack == EVENT_PACK
+
+
+def evidence_of(hit: Hit) -> Evidence:
+    """What a hit shows as its evidence: its line, cut short; line 0 for an event."""
+    line_no = 0 if is_event(hit) else hit.line_no
+    return Evidence(line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
+
+
+def signal_name(sig: int) -> str:
+    """`SIGKILL`, or `signal 99` for a number with no name."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

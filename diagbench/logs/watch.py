@@ -5,25 +5,25 @@ It owns the outcome rules (README: how outcomes are decided). `run` feeds it liv
 Nothing here reads a pipe or a clock: callers pass `now`.
 
 A failure line opens a short settle window (`settle_s` seconds or `settle_lines`
-lines) so that a wrapper printed just after the root cause (SGLang's "Capture cuda
-graph failed: ...", after the traceback) can still decide the class; a signature
-marked `settles` ends the window at once. The best failure is the highest priority,
-then the earliest; the other failure classes seen become secondary classes.
+lines; window.py) so that a wrapper printed just after the root cause (SGLang's "Capture
+cuda graph failed: ...", after the traceback) can still decide the class; a signature
+marked `settles` ends the window at once, a phase line marked `retry` sets it aside (the
+server tries again). The best failure is the highest priority, then the earliest; the
+other failure classes seen become secondary classes.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import signal as signals
 from collections import deque
-from dataclasses import dataclass, field
 
 from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
-from diagbench.logs.events import death_hit, is_event
+from diagbench.logs.events import EVIDENCE_CHARS, death_hit, evidence_of, is_event, signal_name
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
 from diagbench.logs.signatures import PREFIX, Cause, Kind
+from diagbench.logs.window import Window
 from diagbench.vocab import Evidence, FailureClass, Outcome
 
 
@@ -40,19 +40,6 @@ ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a gene
 # A failed ready request waits this long for the server's own error line (vLLM's dying engine
 # prints its traceback around the time the API server answers 500, and then shuts down).
 REQUEST_SETTLE_S = 5.0
-EVIDENCE_CHARS = 500
-
-
-def _evidence(hit: Hit) -> Evidence:
-    line_no = 0 if is_event(hit) else hit.line_no  # line 0: an event, not a log line
-    return Evidence(line_no, hit.text.rstrip()[:EVIDENCE_CHARS])
-
-
-@dataclass
-class _Window:
-    closes_at: float
-    closes_after_line: int
-    hits: list[Hit] = field(default_factory=list)
 
 
 class Watch:
@@ -82,7 +69,7 @@ class Watch:
         self._ready_hit: Hit | None = None
         self._http_ok = False
         self._answer: tuple[bool, str] | None = None  # the ready request's (ok, detail)
-        self._window: _Window | None = None
+        self._window: Window | None = None
         self._retried_at = 0  # the line of the last retry: its own error words are what it retries
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
@@ -139,7 +126,7 @@ class Watch:
         if ok:
             return self._maybe_ready(now)
         if self._window is None:  # the server's own error line may still be on its way: let it decide
-            self._window = _Window(now + max(self.settle_s, REQUEST_SETTLE_S), self.lines + self.settle_lines)
+            self._window = Window(now + max(self.settle_s, REQUEST_SETTLE_S), self.lines + self.settle_lines)
         return None
 
     def member_died(self, words: str, sig: int, now: float) -> Decision | None:
@@ -148,7 +135,7 @@ class Watch:
         hit = death_hit(words, sig, self.lines)
         if self.decision or hit is None or self._window is not None:
             return self.decision
-        self._window = _Window(now + self.settle_s, self.lines + self.settle_lines, [hit])
+        self._window = Window(now + self.settle_s, self.lines + self.settle_lines, [hit])
         return None
 
     def exited(self, code: int | None, now: float) -> Decision:
@@ -158,7 +145,7 @@ class Watch:
         if self._window:
             return self._decide_failure(now)
         exit_code, sig = (None, -code) if code is not None and code < 0 else (code, None)
-        how = f"killed by {_signal_name(sig)}" if sig else f"exit code {exit_code}"
+        how = f"killed by {signal_name(sig)}" if sig else f"exit code {exit_code}"
         weak = self._weak
         return self._set(
             Decision(
@@ -168,7 +155,7 @@ class Watch:
                 exit_code=exit_code,
                 signal=sig,
                 signature=weak.signature.id if weak else None,
-                evidence=_evidence(weak) if weak else None,
+                evidence=evidence_of(weak) if weak else None,
             )
         )
 
@@ -200,11 +187,11 @@ class Watch:
         if ready is not None and (weak is None or weak.line_no < ready.line_no):
             reason = "the log ends after its ready line"
             return self._set(
-                Decision(Outcome.READY, reason, now, signature=ready.signature.id, evidence=_evidence(ready))
+                Decision(Outcome.READY, reason, now, signature=ready.signature.id, evidence=evidence_of(ready))
             )
         if weak is None:
             return None
-        self._came_up = _evidence(ready) if ready is not None else None
+        self._came_up = evidence_of(ready) if ready is not None else None
         return self._set(
             Decision(
                 Outcome.FAILED,
@@ -212,7 +199,7 @@ class Watch:
                 now,
                 failure_class=weak.signature.failure_class,
                 signature=weak.signature.id,
-                evidence=_evidence(weak),
+                evidence=evidence_of(weak),
             )
         )
 
@@ -288,7 +275,7 @@ class Watch:
             self._recent_weak.append(hit)
         elif kind is Kind.FAILURE:
             if self._window is None:
-                self._window = _Window(now + self.settle_s, hit.line_no + self.settle_lines)
+                self._window = Window(now + self.settle_s, hit.line_no + self.settle_lines)
             self._window.hits.append(hit)
             return hit.signature.settles
         return False
@@ -335,28 +322,21 @@ class Watch:
         hit = self._ready_hit
         if hit is not None:
             reason = " and ".join(["ready line", *said])
-            return self._set(Decision(Outcome.READY, reason, now, signature=hit.signature.id, evidence=_evidence(hit)))
+            decision = Decision(Outcome.READY, reason, now, signature=hit.signature.id, evidence=evidence_of(hit))
+            return self._set(decision)
         return self._set(Decision(Outcome.READY, " and ".join(said), now, signature="http"))
 
     def _decide_failure(self, now: float) -> Decision:
         assert self._window is not None
-        hits = self._window.hits
-        if not hits:
+        if not self._window.hits:
             return self._request_failed(now)
-        best = max(hits, key=lambda h: (h.signature.priority, -h.line_no))
-        secondary: list[str] = []
-        for hit in hits:
-            if hit.line_no == best.line_no and hit.signature.pack == best.signature.pack:
-                continue  # the same pack's lesser reading of the same line, not a second error
-            cls = hit.signature.failure_class
-            if cls not in (None, FailureClass.OTHER, best.signature.failure_class) and cls not in secondary:
-                secondary.append(cls)
+        best = self._window.best()
         said = "a process of its tree died" if is_event(best) else "failure line"
         shown, reason = best, f"{said} ({best.signature.id})"
         up = self._ready_hit  # a server's own ready line (a framework's may come before its warm-up)
         port = best.signature.failure_class == FailureClass.PORT_IN_USE
         if self.whole_log and up is not None and up.line_no < best.line_no and not port:
-            self._came_up = _evidence(up)  # it came up, then this ended it (a port taken after: it never served)
+            self._came_up = evidence_of(up)  # it came up, then this ended it (a port taken after: it never served)
         root = self._root_cause_near(best)
         if root is not None:  # "Engine core initialization failed. See root cause above."
             shown, reason = root, f"failure line ({best.signature.id}); its error at line {root.line_no}"
@@ -368,9 +348,9 @@ class Watch:
                 reason,
                 now,
                 failure_class=best.signature.failure_class,
-                secondary_classes=tuple(secondary),
+                secondary_classes=self._window.secondary(best),
                 signature=shown.signature.id,
-                evidence=_evidence(shown),
+                evidence=evidence_of(shown),
             )
         )
 
@@ -388,7 +368,7 @@ class Watch:
                 failure_class=FailureClass.OTHER,
                 signature=root.signature.id if root else "ready.request",
                 # line 0: no log line decided, the request's answer did
-                evidence=_evidence(root) if root else Evidence(0, detail[:EVIDENCE_CHARS]),
+                evidence=evidence_of(root) if root else Evidence(0, detail[:EVIDENCE_CHARS]),
             )
         )
 
@@ -411,10 +391,3 @@ class Watch:
     def _set(self, decision: Decision) -> Decision:
         self.decision = decision
         return decision
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signals.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
