@@ -7,6 +7,8 @@
 - leave-thread-out: each log classified again without the signatures whose `source:` cites
   its own thread (a signature fitted to a log earns nothing on it);
 - false ready: a failed or stalled launch called ready, the worst mistake (it must be 0);
+- server packs off: each log read with no server's pack (the root-cause reader, and the
+  packs of frameworks, libraries and runtimes only): a new version's unknown wording;
 - signatures: how many there are, and how many match lines of exactly one corpus log (a
   sign of a signature fitted to that log) or of none; of the one-log ones, those its log
   needs offline (read wrong without it: the root-cause reader does not cover it).
@@ -49,6 +51,7 @@ def main() -> None:
     print(f"== corpus: {len(ITEMS)} real launch logs from public threads")
     print(figures("whole", scored))
     print(figures("leave-thread-out", held))
+    print(figures("server packs off", without_server_packs()))
     used = usage(SIGS)
     failures = [s for s in SIGS if s.kind.value == "failure"]
     one = sorted(s for s, n in used.items() if n == 1)
@@ -62,6 +65,14 @@ def main() -> None:
         f"  of them, needed offline (its log is read wrong without it): {len(needed)}: {', '.join(needed)}; "
         "the others matter live: they decide a launch (or name its phase) at their line, before the log ends"
     )
+
+
+def without_server_packs() -> list[Scored]:
+    """Each log read with no server's pack (only the root-cause reader and the packs of
+    frameworks, libraries and runtimes): what a server whose pack does not know its new
+    wording gets."""
+    rest = [s for s in SIGS if s.server is None]
+    return [Scored(item, classify_file(CORPUS / item["file"], rest)) for item in ITEMS]
 
 
 def used_by(sig_id: str) -> dict[str, object]:
