@@ -501,6 +501,12 @@ def test_a_retry_line_sets_the_open_failure_aside_live():
         first=3,
     )
     assert d is not None and (d.outcome, d.evidence.line_no) == (Outcome.READY, 3)
+    asked = Watch(REQUEST, deadline=100)  # a failed ready request is no failure line: a retry keeps it
+    feed(asked, VLLM_UP, now=1.0)
+    asked.request_answered(False, "POST /v1/completions -> 500", 2.0)
+    feed(asked, retry, now=2.5, first=100)
+    d = asked.tick(2.0 + REQUEST_SETTLE_S)
+    assert d is not None and (d.outcome, d.signature) == (Outcome.FAILED, "ready.request")
     again = Watch(ReadyRule(), deadline=10, settle_s=5.0)
     feed(again, failed + retry, now=1.0)
     feed(again, failed, now=3.0, first=3)  # the retry failed too: a window opens again

@@ -259,7 +259,8 @@ class Watch:
         if kind is Kind.MARKER:
             self.detector.saw(hit.signature)
         elif kind is Kind.PHASE and hit.signature.retry and self._window:
-            self._window, self._retried_at = None, hit.line_no  # it tries again: its next lines say how that went
+            self._window = self._window.after_retry(request_failed=self._answer is not None and not self._answer[0])
+            self._retried_at = hit.line_no  # it tries again: its next lines say how that went
             if self._ready_hit is None:  # after the ready line the retry is a request's (Ollama loads at the first)
                 self._enter(hit.signature.phase_name(hit.match), now)
         elif kind is Kind.FAILURE and hit.line_no == self._retried_at:
