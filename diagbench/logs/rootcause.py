@@ -23,8 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from diagbench.logs.causes import class_of, class_of_frame
-from diagbench.logs.native import DEATHS, INTERRUPTED, LOGGED, WORDS, native
-from diagbench.logs.native import MESSAGE_CHARS as _MESSAGE_CHARS
+from diagbench.logs.native import DEATHS, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
 from diagbench.logs.signatures import PREFIX
 
 _PREFIX = re.compile("^" + PREFIX)
@@ -211,7 +210,7 @@ class _State:
             self.out.append(_cause(report[0], report[1], self.first + i, False))
         elif glog is not None:
             kind = "glog fatal" if glog.group(1) == "F" else LOGGED
-            self.out.append(_cause(kind, glog.group(2).strip()[:_MESSAGE_CHARS], self.first + i, False))
+            self.out.append(_cause(kind, glog.group(2).strip()[:MESSAGE_CHARS], self.first + i, False))
 
     def _go_signal(self, text: str, i: int) -> bool:
         """Go's `[signal SIGSEGV: segmentation violation code=... addr=... pc=...]`, printed on
@@ -222,7 +221,7 @@ class _State:
             return False
         if last.type not in ("Go panic", "Go fatal error"):
             return False
-        self.out[-1] = _cause(last.type, f"{last.message} {text.strip()}"[:_MESSAGE_CHARS], last.line_no, False)
+        self.out[-1] = _cause(last.type, f"{last.message} {text.strip()}"[:MESSAGE_CHARS], last.line_no, False)
         return True
 
     def cut(self) -> None:
@@ -234,7 +233,7 @@ class _State:
         found = _RAISE.match(self.raise_line or "")
         kind = found.group(1) if found else "traceback"
         message = (found.group(2) or "").strip("\"' )(") if found else self.frame
-        cause = self._by_frames(_cause(kind, message[:_MESSAGE_CHARS], self.first + self.at, True))
+        cause = self._by_frames(_cause(kind, message[:MESSAGE_CHARS], self.first + self.at, True))
         if found or cause.failure_class != "other" or (self.chain and self.chain_open):
             self._link(cause)  # a traceback chained to the one before stays in its chain
 
@@ -284,7 +283,7 @@ def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] |
         return None
     if not in_traceback and not _NAMED.fullmatch(found.group(1)):
         return None  # a cut excerpt or a lone error line: named as exceptions are (not a dotted logger name)
-    return found.group(1), (found.group(2) or "").strip()[:_MESSAGE_CHARS]
+    return found.group(1), (found.group(2) or "").strip()[:MESSAGE_CHARS]
 
 
 def _flat_frame(stripped: str, prev: str) -> bool:
