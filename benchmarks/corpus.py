@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "logs")]
 
 from test_corpus import CORPUS, ITEMS, SIGS, Scored, held_out, score  # noqa: E402
 

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 from typer.main import get_command_from_info, get_command_name
 
-# the command -> its module, diagbench/cli/MODULE.py (tests/test_cli_conventions.py checks it)
+# the command -> its module, diagbench/cli/MODULE.py (tests/cli/test_cli_conventions.py checks it)
 COMMAND_MODULES = {
     "run": "run",
     "plan": "inspect",

@@ -19,7 +19,8 @@ from diagbench.judge.decide import Decider, decision_order
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.launch import host
 from diagbench.launch.environment import attempt_environments
-from diagbench.records.manifest import RunSettings, build_manifest
+from diagbench.records.build_manifest import build_manifest
+from diagbench.records.manifest import RunSettings
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import (

@@ -23,10 +23,10 @@ from diagbench.launch.logfile import CappedLog, LogStats
 from diagbench.launch.ports import lease_port, port_holder
 from diagbench.launch.probes import Readiness
 from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
+from diagbench.launch.reader import LogReader
 from diagbench.launch.tags import Tag
 from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
-from diagbench.logs.lines import LineSplitter
-from diagbench.logs.scan import MARKER_BYTES, Scanner
+from diagbench.logs.scan import Scanner
 from diagbench.logs.watch import Watch
 from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import Redactor, redact, redact_argv, server_redactor
@@ -35,76 +35,12 @@ from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import timeout_hint
 from diagbench.vocab import FailureClass, Outcome
 
-READS_PER_WAKE = 32  # up to 2 MB per wake-up, then select again so the clock is checked
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
 EXIT_DRAIN_READS = 1024  # up to 64 MB left in the pipe at exit (a worker may still be writing)
 PROBE_JOIN_S = 5.0
-LAST_LINE_BYTES = 4096  # a timeout's reason quotes the last line; longer lines are cut anyway
-PROVISIONAL_MAX = 1 << 16  # longer unfinished lines wait for their ending (no quadratic rescans)
 
 
 PhaseCallback = Callable[[PlannedAttempt, str], None]
-
-
-class _Reader:
-    """Pipe -> server.log and -> scanner -> watch, a chunk at a time."""
-
-    def __init__(self, server: ServerProcess, log: CappedLog, scanner: Scanner, watch: Watch):
-        self.server, self.log, self.scanner, self.watch = server, log, scanner, watch
-        self.splitter = LineSplitter()
-        self.line_no = 0
-        self.bytes = 0
-        self.eof = False
-        self._last = b""  # the last block of lines with something on them
-
-    def pump(self, reads: int = READS_PER_WAKE, after_decision: bool = False) -> None:
-        """Read up to `reads` chunks; stop at the decision (the log's tail is pinned there)
-        unless this is the drain after it."""
-        for _ in range(reads):
-            if self.watch.decision is not None and not after_decision:
-                return
-            data = self.server.read()
-            if data is None:
-                self.eof = True
-                self._lines(self.splitter.flush())
-                return
-            if not data:
-                self._provisional()
-                return
-            self.bytes += len(data)
-            self.log.write(data)
-            if self.log.error is not None:  # the disk, not the server: stop this attempt (and the run)
-                self.watch.stop(Outcome.CANCELLED, f"stopped: {self.log.error}", time.monotonic())
-            if self.watch.decision is None:
-                self._lines(self.splitter.feed(data))
-        self._provisional()
-
-    def _provisional(self) -> None:
-        """A last line with no line ending yet (`print("ready", end="")`, then silence) is
-        scanned as it stands; when its ending arrives it is scanned again, as the same line."""
-        pending = self.splitter.pending
-        if pending and len(pending) <= PROVISIONAL_MAX and self.watch.decision is None:
-            hits = self.scanner.scan(pending + b"\n", self.line_no + 1)
-            if hits:
-                self.watch.feed(hits, self.line_no, time.monotonic())
-
-    @property
-    def last_line(self) -> str:
-        """The last line with something on it (a pending one without its ending too)."""
-        for chunk in (self.splitter.pending, self._last):
-            text = chunk.rstrip()[-LAST_LINE_BYTES:].replace(b"\r", b"\n").rsplit(b"\n", 1)[-1]
-            if text.strip():
-                return text.decode("utf-8", "replace")
-        return ""
-
-    def _lines(self, buf: bytes) -> None:
-        if not buf:
-            return
-        if not buf.isspace():  # stops at the first non-blank byte: no copy of the block per read
-            self._last = buf
-        scanned = self.scanner.scan_block(buf, self.line_no + 1, markers=self.bytes <= MARKER_BYTES, every_phase=True)
-        self.line_no += scanned.lines
-        self.watch.feed(scanned.hits, self.line_no, time.monotonic())
 
 
 def run_attempt(
@@ -145,7 +81,7 @@ def run_attempt(
                 proc = ServerProcess(Launch(argv, env, server.cwd, server.shell, tag))
             except LaunchError as exc:
                 return _launch_error(base, str(exc), t0)
-            reader = _Reader(proc, log, scanner, watch)
+            reader = LogReader(proc, log, scanner, watch)
             hang = HangCheck(server, proc.pid, gpu_indices, folder, t0)
             supervisor = _Supervisor(server, lease.port, cancel_fd, planned, on_phase, hurry, hang)
             decision, teardown, price = supervisor.supervise(proc, reader)
@@ -202,7 +138,7 @@ class _Supervisor:
     hurry: threading.Event | None
     hang: HangCheck
 
-    def supervise(self, proc: ServerProcess, reader: _Reader) -> tuple[Decision, Teardown, dict[str, Any] | None]:
+    def supervise(self, proc: ServerProcess, reader: LogReader) -> tuple[Decision, Teardown, dict[str, Any] | None]:
         """Watch the server until decided (and price it, when asked, once ready), then (stacks
         first, if hung) stop its whole tree, whatever happened."""
         server, port = self.server, self.port
@@ -242,7 +178,7 @@ class _Supervisor:
         it reads diagbench's whole environment, ~0.5 ms that a decision's SIGTERM waited on)."""
         return server_redactor(self.server, [self.planned.cell.env], [self.planned.cell.args])
 
-    def price(self, reader: _Reader) -> dict[str, Any] | None:
+    def price(self, reader: LogReader) -> dict[str, Any] | None:
         """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""
         if self.server.price is None:
             return None
@@ -255,7 +191,7 @@ class _Supervisor:
         return price_launch(url, self.server.price, self.cancel_fd, None if reader.eof else reader.server.pipe, pump)
 
 
-def _timeout_said(decision: Decision, server: ServerSpec, readiness: Readiness, reader: _Reader) -> Decision:
+def _timeout_said(decision: Decision, server: ServerSpec, readiness: Readiness, reader: LogReader) -> Decision:
     """A timeout's reason with what the health probe last got and, with no deciding line,
     a hint from the log's last line (worked out for timeouts only: not on a ready line's way
     to its SIGTERM)."""
@@ -283,7 +219,7 @@ def _record(
     base: dict[str, Any],
     decision: Decision,
     watch: Watch,
-    reader: _Reader,
+    reader: LogReader,
     teardown: Teardown,
     t0: float,
     log: LogStats,
@@ -329,7 +265,7 @@ class _PhaseTeller:
 
 
 def _watch(
-    proc: ServerProcess, reader: _Reader, readiness: Readiness, sup: _Supervisor, teller: _PhaseTeller
+    proc: ServerProcess, reader: LogReader, readiness: Readiness, sup: _Supervisor, teller: _PhaseTeller
 ) -> Decision:
     """Wait on the pipe, the exit descriptor, the probes, the cancel pipe and the workers'
     pidfds; never sleep-poll (the stall check rides on the same wake-ups, with its own).
@@ -410,7 +346,7 @@ def _http_news(watch: Watch, readiness: Readiness) -> None:
         watch.request_answered(answer.ok, answer.detail, time.monotonic())
 
 
-def _drain(reader: _Reader) -> None:
+def _drain(reader: LogReader) -> None:
     """After teardown, keep what the dying server printed (bounded in time)."""
     end = time.monotonic() + DRAIN_AFTER_STOP_S
     sel = selectors.DefaultSelector()

@@ -19,16 +19,37 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from diagbench.errors import LaunchError
-from diagbench.launch.tags import TAG_VAR, Tag
+from diagbench.launch.proctable import (
+    environ_bytes,
+    process_group,
+    process_name,
+    sweep_tagged,
+    tag_marker,
+    tagged_processes,
+    tree_names,
+)
+from diagbench.launch.tags import Tag
 from diagbench.records.record import Killed
-from diagbench.safetext import one_line
+
+__all__ = [
+    "KILL_CONFIRM_S",
+    "Launch",
+    "ServerProcess",
+    "Teardown",
+    "members",
+    "process_group",
+    "stop_processes",
+    "stop_tree",
+    "sweep_tagged",
+    "tagged_processes",
+]
 
 KILL_CONFIRM_S = 5.0  # after SIGKILL, how long to wait for the kernel to reap
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -155,7 +176,6 @@ def _pidfd(pid: int) -> int | None:
 
 # -- teardown ---------------------------------------------------------------------------
 
-TREE_LIMIT = 4096  # processes named before the first signal, at most
 FIRST_WAIT_S = 0.05  # how long the tree has to die of its SIGTERM before the host is scanned for tags
 
 
@@ -172,7 +192,7 @@ class Teardown:
 def stop_tree(server: ServerProcess, grace: float, hurry: threading.Event | None = None) -> Teardown:
     """SIGTERM the group and every tagged process, wait `grace` on one shared deadline
     (cut short when `hurry` is set), SIGKILL the survivors, and confirm none is left."""
-    tree = functools.partial(_tree_names, server.pid)  # named before the first signal
+    tree = functools.partial(tree_names, server.pid)  # named before the first signal
     report = stop_processes(lambda: members(server), lambda: [server.pid], grace, hurry, tree)
     with contextlib.suppress(subprocess.TimeoutExpired):
         server.popen.wait(timeout=KILL_CONFIRM_S)  # reap the main process
@@ -200,7 +220,7 @@ def stop_processes(
         names = first()  # before the first signal
     else:
         procs = find()
-        names = {p.pid: _name(p) for p in procs}
+        names = {p.pid: process_name(p) for p in procs}
     for pgid in groups():  # the group first: that is most of the tree, at once
         _signal_group(pgid, signal.SIGTERM)
     if first is not None:
@@ -208,7 +228,7 @@ def stop_processes(
         _wait_gone(procs, min(grace, FIRST_WAIT_S), hurry)  # the CPU to the dying tree before the scan
         found = {p.pid: p for p in procs}
         procs = list({**found, **{p.pid: p for p in find() if p.pid not in found}}.values())
-        names.update({p.pid: _name(p) for p in procs if p.pid not in names})
+        names.update({p.pid: process_name(p) for p in procs if p.pid not in names})
     for proc in procs:
         _send(proc, signal.SIGTERM)
     alive = _wait_gone(procs, grace, hurry)
@@ -221,7 +241,7 @@ def stop_processes(
         for pgid in groups():
             _signal_group(pgid, signal.SIGKILL)
         for proc in alive:
-            names.setdefault(proc.pid, _name(proc))
+            names.setdefault(proc.pid, process_name(proc))
             _send(proc, signal.SIGKILL)
         report.killed.extend(Killed(p.pid, names[p.pid], "SIGKILL") for p in alive)
         alive = _wait_gone(alive, KILL_CONFIRM_S)
@@ -263,7 +283,7 @@ def members(server: ServerProcess) -> list[psutil.Process]:
         for child in main.children(recursive=True):
             if _running(child):  # a zombie runs and holds nothing; it waits for a parent we stop anyway
                 found[child.pid] = child
-    marker = _tag_marker(server.launch.tag.value) + b"\0"
+    marker = tag_marker(server.launch.tag.value) + b"\0"
     me = os.getpid()
     for proc in psutil.process_iter():
         if proc.pid in found or proc.pid == me:
@@ -271,53 +291,9 @@ def members(server: ServerProcess) -> list[psutil.Process]:
         with contextlib.suppress(psutil.Error, OSError):
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if os.getpgid(proc.pid) == server.pid or marker in _environ_bytes(proc):
+            if os.getpgid(proc.pid) == server.pid or marker in environ_bytes(proc):
                 found[proc.pid] = proc
     return list(found.values())
-
-
-def _tree_names(pid: int) -> dict[int, str]:
-    """The process and its descendants with their names, from /proc alone: its `stat` and
-    the kernel's per-thread `children` lists, a few raw reads per member (no psutil, no scan
-    of the host), since this runs between a decision and its SIGTERM. A zombie died before:
-    not this teardown's (its children are still looked at)."""
-    out: dict[int, str] = {}
-    todo = [pid]
-    while todo and len(out) < TREE_LIMIT:
-        current = todo.pop()
-        stat = _read_proc(f"/proc/{current}/stat")
-        close = stat.rfind(b")")
-        if close > 0 and stat[close + 2 : close + 3] not in (b"Z", b""):
-            out[current] = _stat_name(current, stat[stat.find(b"(") + 1 : close])
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{current}/task"):
-                todo.extend(int(child) for child in _read_proc(f"/proc/{current}/task/{task}/children").split())
-    return out
-
-
-def _read_proc(path: str) -> bytes:
-    """A small /proc file's bytes (b"" once its process is gone)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, 4096)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
-
-
-def _stat_name(pid: int, comm: bytes) -> str:
-    """The name `_name` gives: the kernel keeps 15 bytes of it, so a name that long is asked
-    of psutil, which completes it from the command line."""
-    if len(comm) < 15:
-        return one_line(comm.decode("utf-8", errors="replace"))
-    try:
-        return _name(psutil.Process(pid))
-    except psutil.Error:
-        return one_line(comm.decode("utf-8", errors="replace"))
 
 
 def _attach(names: dict[int, str]) -> list[psutil.Process]:
@@ -327,19 +303,6 @@ def _attach(names: dict[int, str]) -> list[psutil.Process]:
         with contextlib.suppress(psutil.Error):
             procs.append(psutil.Process(pid))
     return procs
-
-
-def _tag_marker(tag: str) -> bytes:
-    return f"{TAG_VAR}={tag}".encode()
-
-
-def _environ_bytes(proc: psutil.Process) -> bytes:
-    """The process's initial environment, raw (fast path on Linux)."""
-    try:
-        with open(f"/proc/{proc.pid}/environ", "rb") as handle:
-            return handle.read() + b"\0"
-    except FileNotFoundError:
-        return b"".join(f"{k}={v}".encode() + b"\0" for k, v in proc.environ().items())
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -352,55 +315,3 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 def _send(proc: psutil.Process, sig: signal.Signals) -> None:
     with contextlib.suppress(psutil.Error):
         proc.send_signal(sig)
-
-
-def _name(proc: psutil.Process) -> str:
-    try:
-        return one_line(proc.name())  # a process names itself (prctl): its escapes are shown, never obeyed
-    except psutil.Error:
-        return "?"
-
-
-# -- tagged processes, whoever launched them ----------------------------------------------
-
-
-def tagged_processes() -> Iterator[tuple[psutil.Process, Tag]]:
-    """Every live process of this user that carries a diagbench tag (of any invocation),
-    with its tag. Other users' processes are never listed, even for root: a tag is only
-    an environment variable, which anyone can set."""
-    me, uid = os.getpid(), os.getuid()
-    for proc in psutil.process_iter():
-        if proc.pid == me:
-            continue
-        with contextlib.suppress(psutil.Error, OSError):
-            raw = _environ_bytes(proc)
-            if _tag_marker("") not in raw or proc.uids().real != uid or proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            tag = Tag.from_env(_diagbench_vars(raw))
-            if tag is not None:
-                yield proc, tag
-
-
-def _diagbench_vars(raw: bytes) -> dict[str, str]:
-    found = {}
-    for item in raw.split(b"\0"):
-        if item.startswith(b"DIAGBENCH_"):
-            name, _, value = item.partition(b"=")
-            found[name.decode()] = value.decode("utf-8", errors="surrogateescape")
-    return found
-
-
-def process_group(proc: psutil.Process) -> int | None:
-    try:
-        return os.getpgid(proc.pid)
-    except OSError:
-        return None
-
-
-def sweep_tagged(run: str | Path) -> list[int]:
-    """Pids of live processes launched for the run directory `run` (a path), or for any run
-    directory named `run` (a run id): a safety net for tests."""
-    if isinstance(run, Path) or "/" in str(run):
-        path = Path(run).resolve()
-        return [p.pid for p, tag in tagged_processes() if tag.run_dir == path]
-    return [p.pid for p, tag in tagged_processes() if tag.run_dir.name == run]

@@ -7,21 +7,20 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from diagbench.errors import SpecError, UserError
+from diagbench.errors import UserError
 from diagbench.logs.server_names import READY_ALSO, SERVERS, known_server
-from diagbench.logs.signatures import Kind, Signature, builtin_packs, failure_class_of, load_pack, regex_of
+from diagbench.logs.signatures import Kind, Signature, builtin_packs
 from diagbench.logs.watch import SETTLE_S
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
 from diagbench.spec.executor import ExecutorSpec, parse_executor
 from diagbench.spec.gpus import GpuRequest, parse_gpus_key, parse_gpus_per_attempt
 from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectations, parse_hypotheses
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
+from diagbench.spec.packs import assemble_signatures, parse_pack_names
 from diagbench.spec.ready import PriceLoad, Ready, ReadyRequest, parse_ready
-from diagbench.vocab import FailureClass
 from diagbench.yamlsrc import Src, load_document, suggest
 
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
@@ -30,7 +29,6 @@ DEFAULT_MAX_LOG = 1 << 30  # server.log keeps its head and last part past this (
 MIN_MAX_LOG = 64 << 10
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
 _SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-USER_FAILURE_PRIORITY = 80  # the user's own signatures outrank the built-in root causes
 _TOP_KEYS = ("name", "description", "server", "matrix", "expect", "hypotheses", "gpus", "executor")
 _SERVER_KEYS = (
     "command",
@@ -230,8 +228,8 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
     ready_mark = src.sink.mark()
     ready = get("ready", parse_ready, Ready())
     ready_ok = src.sink.clean_since(ready_mark)
-    packs = get("signatures", _parse_pack_names, None) if "signatures" in keys else tuple(builtin_packs())
-    signatures = None if packs is None else _assemble_signatures(src, keys, packs, base, ready.log)
+    packs = get("signatures", parse_pack_names, None) if "signatures" in keys else tuple(builtin_packs())
+    signatures = None if packs is None else assemble_signatures(src, keys, packs, base, ready.log)
     kind = get("kind", _parse_kind, None)
     if signatures is not None and ready_ok and ready.log is None and ready.http is None:
         _check_ready_condition(src, signatures, kind)
@@ -357,62 +355,3 @@ def _parse_port(src: Src) -> int | None:
     if not 1 <= port <= 65535:
         raise src.expected("auto or a port number from 1 to 65535")
     return port
-
-
-def _parse_pack_names(src: Src) -> tuple[str, ...]:
-    names = tuple(item.string("a pack name or file") for item in src.items_or_one())
-    known = builtin_packs()
-    mark = src.sink.mark()
-    for name, item in zip(names, src.items_or_one(), strict=True):
-        if "/" not in name and not name.endswith((".yaml", ".yml")) and name not in known:
-            item.sink.add(
-                item.error(f"unknown signature pack '{name}'", suggest(name, known) + "; or give a path to a pack file")
-            )
-    src.sink.settle(mark)  # every unknown pack said; none of them is loaded
-    return names
-
-
-def _assemble_signatures(
-    src: Src, keys: dict[str, Src], packs: tuple[str, ...], base: Path, ready_log: str | None
-) -> list[Signature] | None:
-    """The packs' signatures and the spec's own; None when a pack could not be loaded."""
-    mark = src.sink.mark()
-    signatures: list[Signature] = []
-    for index, name in enumerate(packs):
-        signatures.extend(src.attempt(partial(_load_pack, keys, index, name, base), []))
-    loaded = src.sink.clean_since(mark)
-    if ready_log is not None:  # the user's ready line replaces the packs' ready lines
-        signatures = [s for s in signatures if s.kind is not Kind.READY]
-        signatures.append(Signature("spec.ready", Kind.READY, ready_log, pack="spec"))
-    if "failures" in keys:
-        signatures.extend(src.attempt(lambda: _parse_failures(keys["failures"]), []))
-    return signatures if loaded else None
-
-
-def _load_pack(keys: dict[str, Src], index: int, name: str, base: Path) -> list[Signature]:
-    try:
-        return load_pack(name, base)
-    except SpecError as exc:
-        if exc.line is not None:  # located in the pack file itself
-            raise
-        where = keys["signatures"].items_or_one()[index]
-        raise where.error(f"signature pack '{name}': {exc.message}", exc.fix) from None
-
-
-def _parse_failures(src: Src) -> list[Signature]:
-    entries = src.mapping(what="a mapping of id to regex or {pattern, class}").items()
-    found = [src.attempt(partial(_parse_failure, sid, item), None) for sid, item in entries]
-    return [signature for signature in found if signature is not None]
-
-
-def _parse_failure(sid: str, item: Src) -> Signature:
-    if item.is_mapping():
-        fields_ = item.mapping(("pattern", "class", "priority"))
-        if "pattern" not in fields_:
-            raise item.error("missing key 'pattern'")
-        pattern = regex_of(fields_["pattern"])
-        cls = failure_class_of(fields_["class"]) if "class" in fields_ else FailureClass.OTHER
-        priority = fields_["priority"].integer() if "priority" in fields_ else USER_FAILURE_PRIORITY
-    else:
-        pattern, cls, priority = regex_of(item), FailureClass.OTHER, USER_FAILURE_PRIORITY
-    return Signature(f"spec.{sid}", Kind.FAILURE, pattern, cls, priority, pack="spec")

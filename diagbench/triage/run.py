@@ -20,7 +20,8 @@ from diagbench.execute.slots import SlotPlan, resolve_slots
 from diagbench.isolate.run import ProbeCell
 from diagbench.judge.verdicts import judge
 from diagbench.launch import host
-from diagbench.records.manifest import RunSettings, build_manifest
+from diagbench.records.build_manifest import build_manifest
+from diagbench.records.manifest import RunSettings
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json

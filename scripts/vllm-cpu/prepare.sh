@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything experiments/vllm-cpu.yaml and tests/test_vllm_real.py need, outside the repo:
+# Everything experiments/vllm-cpu.yaml and tests/launch/test_vllm_real.py need, outside the repo:
 # the vLLM venv in /tmp/vllmcpu-venv (install.sh) and two tiny models, /tmp/tiny-llama
 # (works) and /tmp/tiny-llama-head16 (the head-size trap). Safe to run again. The spec names
 # the server as {bin:vllm}: point it at this venv with DIAGBENCH_BIN_VLLM (printed at the end).

@@ -26,7 +26,7 @@ from diagbench.render.annotations import github_annotations
 from diagbench.spec.hypotheses import Expectation
 from diagbench.vocab import Outcome
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 READY = "The server is fired up and ready to roll!"
 COMMANDS = tuple(typer.main.get_command(app).commands)  # type: ignore[attr-defined]  # every command, later ones too
 SCRIPT = Path(sys.executable).parent / "diagbench"  # the console script, as a shell completes it

@@ -19,7 +19,7 @@ from diagbench.render.report import print_run, render_json, render_junit, render
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
 from diagbench.vocab import Evidence, FailureClass, Outcome
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 HYPS = [
     Hypothesis(
         "kernel-is-blocker",

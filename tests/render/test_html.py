@@ -255,7 +255,7 @@ def test_the_builder_escapes_every_string_it_is_given():
 
 
 def test_the_committed_gpu_run_renders_its_verdicts_and_every_attempt():
-    run = Path(__file__).resolve().parent.parent / "runs" / "refserver-capture-h200-fresh-caches"
+    run = Path(__file__).resolve().parents[2] / "runs" / "refserver-capture-h200-fresh-caches"
     view = view_of(load_run(run))
     page = render_html(view)
     tags = parse(page)
@@ -312,7 +312,7 @@ def test_the_committed_isolation_leads_with_its_culprit_and_steps():
     from diagbench.isolate.record import read_isolation
     from diagbench.render.isolation_report import isolation_html
 
-    run = Path(__file__).resolve().parent.parent / "runs" / "refserver-isolate-h200"
+    run = Path(__file__).resolve().parents[2] / "runs" / "refserver-isolate-h200"
     isolation = read_isolation(run)
     assert isolation is not None
     culprit = "culprit: --warmup (good: every, bad: first), --enable-torch-compile (good: -, bad: on)"

@@ -1,5 +1,5 @@
 """`diagbench triage` of a real vLLM (its CPU build): two of its start-up failures triaged to a
-launch that comes up, each priced with real completions. Opt-in like tests/test_vllm_real.py
+launch that comes up, each priced with real completions. Opt-in like tests/launch/test_vllm_real.py
 (scripts/vllm-cpu/prepare.sh, DIAGBENCH_VLLM_TESTS=1; CI: .ci/vllm.sh); each launch takes
 20-90 s on two cores."""
 

@@ -30,7 +30,7 @@ from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Clock:

@@ -22,7 +22,7 @@ import pytest
 from conftest import diagbench_argv, fake_command, run_cli, wait_until, write_spec
 from diagbench.errors import UserError
 from diagbench.launch import ports
-from diagbench.launch.process import _name, _tree_names, sweep_tagged
+from diagbench.launch.proctable import process_name, sweep_tagged, tree_names
 from diagbench.logs import scan
 from diagbench.logs.signatures import builtin_packs, load_packs
 from diagbench.records.store import check_run_id
@@ -271,7 +271,7 @@ def test_the_tree_named_before_the_first_sigterm_has_psutil_names(tmp_path):
 
     try:
         procs = wait_until(live, what="a zombie and a worker with a long name")
-        assert _tree_names(proc.pid) == {p.pid: _name(p) for p in procs}
+        assert tree_names(proc.pid) == {p.pid: process_name(p) for p in procs}
     finally:
         for child in main.children():
             child.kill()

@@ -17,7 +17,7 @@ from diagbench.logs.classify import classify_file
 from diagbench.logs.signatures import builtin_packs, load_packs
 from diagbench.schemas import NAMES, load_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = sorted(p for p in (ROOT / "runs").iterdir() if (p / "manifest.json").is_file())
 FIXTURES = ROOT / "tests" / "fixtures"
 

@@ -16,8 +16,8 @@ from diagbench.logs.classify import classify_file
 from diagbench.logs.rootcause import read, root_of, strip
 from diagbench.logs.signatures import builtin_packs, load_packs
 
-CORPUS = Path(__file__).parent / "corpus"
-FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = Path(__file__).parents[1] / "corpus"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SIGS = load_packs(builtin_packs(), Path("."))
 
 

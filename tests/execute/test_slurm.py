@@ -21,7 +21,7 @@ from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 
 pytestmark = pytest.mark.slurm
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SLURM = ExecutorSpec(kind=ExecutorKind.SLURM)
 ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
 WAIT_S = 120.0  # a shared CI host and a busy queue can be slow; the waits end as soon as things happen
@@ -169,7 +169,7 @@ def server(tmp_path: Path) -> list[str]:
 
 
 # That attempts as Slurm jobs give the records and verdicts a local run gives is the executor
-# contract, tests/test_executor_contract.py, which runs against this Slurm too.
+# contract, tests/execute/test_executor_contract.py, which runs against this Slurm too.
 
 
 def test_two_jobs_at_once_get_disjoint_gpus(tmp_path: Path, server: list[str], diagbench: Start) -> None:

@@ -21,7 +21,7 @@ from diagbench.records.redact import Redactor, redact_yaml
 from diagbench.sensitive import REDACTED, looks_secret, secret_name
 from diagbench.vocab import Evidence, Outcome
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SERVER = """
 import os, sys, time
 print("loading weights", flush=True)

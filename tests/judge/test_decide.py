@@ -26,7 +26,7 @@ from diagbench.spec.load import Spec, load_spec
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
 from diagbench.vocab import Outcome
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 READY = "The server is fired up and ready to roll!"
 ENDINGS = [("ready", None), ("failed", "cuda_graph_capture"), ("failed", "oom"), ("timeout", None)]
 

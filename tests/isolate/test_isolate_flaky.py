@@ -18,7 +18,7 @@ import pytest
 
 from conftest import diagbench_argv
 
-SERVER = Path(__file__).parent / "ruleserver.py"
+SERVER = Path(__file__).parents[1] / "ruleserver.py"
 FACTORS = [f"--f{i}" for i in range(1, 7)]
 
 

@@ -88,7 +88,7 @@ def test_a_pattern_spanning_lines_does_not_match():
 def test_engines_agree_on_random_logs():
     fast, slow = Scanner(SIGS), Scanner(SIGS, engine="re")
     assert fast.engine_name == "hyperscan" and slow.engine_name == "re"
-    corpus = (Path(__file__).parent / "fixtures").glob("*.log")
+    corpus = (Path(__file__).parents[1] / "fixtures").glob("*.log")
     lines = [line for path in corpus for line in path.read_bytes().splitlines()]
     rng = random.Random(7)
     for _ in range(20):
@@ -204,8 +204,8 @@ def test_hits_do_not_depend_on_how_the_log_was_read():
     """Live reads of any size, 8 MB blocks, one buffer: the same ready and failure lines."""
     rng = random.Random(11)
     corpus = [
-        *(Path(__file__).parent / "fixtures").glob("*.log"),
-        *(Path(__file__).parent / "corpus/logs").glob("*.log"),
+        *(Path(__file__).parents[1] / "fixtures").glob("*.log"),
+        *(Path(__file__).parents[1] / "corpus/logs").glob("*.log"),
     ]
     lines = [line for path in corpus for line in path.read_bytes().splitlines() if line]
     scanner = Scanner(SIGS)

@@ -181,7 +181,7 @@ def test_the_schemas_accept_not_ready_wherever_an_outcome_is() -> None:
     import re
     from pathlib import Path
 
-    root = Path(__file__).parents[1] / "diagbench" / "schemas"
+    root = Path(__file__).parents[2] / "diagbench" / "schemas"
     for name in ("spec.json", "manifest.json"):
         patterns = set(re.findall(r'"pattern": "(\^\(not_ready[^"]+)"', (root / name).read_text()))
         assert patterns, name

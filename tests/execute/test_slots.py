@@ -321,7 +321,7 @@ def test_a_fixed_port_runs_one_at_a_time_whatever_the_slots(tmp_path):
 
 
 def test_the_live_view_names_each_attempts_gpus():
-    spec = load_spec(Path(__file__).resolve().parent.parent / "experiments" / "demo.yaml")
+    spec = load_spec(Path(__file__).resolve().parents[2] / "experiments" / "demo.yaml")
     item = PlannedAttempt(spec.cells[0], 1)
     for terminal, shown in ((False, f"[0/1 running 1] {item.cell.id}: launching on GPU 2,3"), (True, "GPUs")):
         buffer = io.StringIO()

@@ -25,7 +25,7 @@ from diagbench.render.report import print_run
 from diagbench.spec.hypotheses import Condition, Hypothesis, hypotheses_sha256
 from diagbench.vocab import Evidence, FailureClass, Outcome
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 CAPTURE = "Exception: Capture cuda graph failed: CUDA error: dependency created on uncaptured work in another stream"
 READY = "[2026-12-03 04:09:30] The server is fired up and ready to roll!"
 HYPS = [

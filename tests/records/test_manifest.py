@@ -13,7 +13,8 @@ import pytest
 
 from conftest import fake_command, write_spec
 from diagbench.errors import RecordError, RunDirError
-from diagbench.records.manifest import Manifest, PlannedEntry, RunSettings, build_manifest
+from diagbench.records.build_manifest import build_manifest
+from diagbench.records.manifest import Manifest, PlannedEntry, RunSettings
 from diagbench.records.record import not_launched
 from diagbench.records.store import RunDir, read_manifest
 from diagbench.schemas import load_schema
@@ -22,7 +23,7 @@ from diagbench.spec.load import load_spec
 from diagbench.spec.plan import plan_attempts
 from diagbench.vocab import FAILURE_CLASSES, FailureClass, Outcome
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = sorted(p for p in (ROOT / "runs").iterdir() if (p / "manifest.json").is_file())
 
 

@@ -2,7 +2,7 @@
 
 Every log is classified as `classify` would; the score by server and the confusion by
 outcome and class are printed, and the test holds the line: at least 95% right, and not
-one failed or stalled launch called ready. `python tests/test_corpus.py` prints the same.
+one failed or stalled launch called ready. `python tests/logs/test_corpus.py` prints the same.
 
 A log is right when its outcome matches (a `timeout` label, a log that stops with no
 error, is `unknown` offline) and, for a failure, its class does.
@@ -29,7 +29,7 @@ from diagbench.logs.classify import Classification, classify_file
 from diagbench.logs.scan import hyperscan
 from diagbench.logs.signatures import builtin_packs, load_packs
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parents[1] / "corpus"
 ITEMS: list[dict[str, Any]] = yaml.safe_load((CORPUS / "labels.yaml").read_text())["items"]
 SIGS = load_packs(builtin_packs(), Path("."))
 TARGET = 0.95  # the first 92 logs

@@ -12,7 +12,7 @@ from conftest import run_cli
 from diagbench.logs.classify import classify_file
 from diagbench.logs.signatures import builtin_packs, load_packs
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 EXPECTED = yaml.safe_load((FIXTURES / "expected.yaml").read_text())
 SIGS = load_packs(builtin_packs(), Path("."))
 

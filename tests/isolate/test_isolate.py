@@ -25,8 +25,8 @@ from diagbench.isolate.search import Result
 from diagbench.schemas import load_schema
 from diagbench.spec.load import load_spec
 
-ROOT = Path(__file__).resolve().parent.parent
-SERVER = Path(__file__).parent / "ruleserver.py"
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = Path(__file__).parents[1] / "ruleserver.py"
 RULES = ServerRules(signatures=("pytorch", "sglang"), timeout=30.0, grace=2.0)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import fake_command, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 READY = "The server is fired up and ready to roll!"
 
 

@@ -1,0 +1,1 @@
+"""Triage: remedies for a failing launch, pre-registered, launched and priced."""
