@@ -3,9 +3,17 @@ results and exit codes. Records, verdicts and reports use these, never bare stri
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
+
+if sys.version_info >= (3, 11):
+    from typing import assert_never
+else:  # typing's own from 3.11: a value mypy proves can never get here (a word no `match` case handled)
+
+    def assert_never(value: NoReturn) -> NoReturn:
+        raise AssertionError(f"not handled: {value!r}")
 
 
 class Outcome(str, Enum):
@@ -110,6 +118,37 @@ class Match(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class ReportFormat(Word):
+    """`report --format`: what a run's report is written as."""
+
+    TABLE = "table"  # the terminal's tables
+    MARKDOWN = "md"
+    JSON = "json"
+    JUNIT = "junit"  # the attempts as test cases, whatever else the run holds
+    HTML = "html"  # one self-contained page
+    ISSUE = "issue"  # the Markdown a server's maintainers ask for in a bug report
+
+
+class DiffFormat(Word):
+    """`diff --format`: the changes between two runs."""
+
+    TEXT = "text"
+    JSON = "json"
+    HTML = "html"
+
+
+class TextOrJson(Word):
+    """The views that are text for people or one JSON value for programs (`--json`)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+    @classmethod
+    def of(cls, as_json: bool) -> TextOrJson:
+        """The format a `--json` flag chooses."""
+        return cls.JSON if as_json else cls.TEXT
 
 
 class ExitCode(IntEnum):

@@ -32,6 +32,7 @@ RANKS = {
     "execute": 5,
     "isolate": 6,
     "triage": 6,
+    "reports": 6,
     "render": 7,
     "cli": 8,
     "__main__": 9,

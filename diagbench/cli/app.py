@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -17,11 +16,13 @@ from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup, plain_words
 from diagbench.errors import UserError
 from diagbench.render.console import cut_output, drain, lazy_console, mark_cut
 from diagbench.render.text import visible
-from diagbench.vocab import ExitCode
+from diagbench.vocab import ExitCode, ReportFormat
 
 if TYPE_CHECKING:
-    from diagbench.judge.view import RunView
+    from diagbench.isolate.record import Isolation
+    from diagbench.render.formats import Rendering
     from diagbench.spec.load import Spec
+    from diagbench.triage.record import Triage
 
 
 class AppGroup(ReadableGroup):
@@ -54,15 +55,6 @@ err = lazy_console("stderr")
 T = TypeVar("T")
 
 
-class Format(str, Enum):
-    table = "table"
-    md = "md"
-    json = "json"
-    junit = "junit"
-    html = "html"
-    issue = "issue"  # report only: the Markdown a maintainer asks for
-
-
 def guarded(action: Callable[[], T]) -> T:
     """Map diagbench's error tree onto exit codes: one message, no traceback for users."""
     try:
@@ -93,6 +85,14 @@ def write_out(text: str) -> None:
         drain(sys.stdout)
 
 
+def show(rendering: Rendering) -> None:
+    """A view on standard output: a document written as it is, or shown at the terminal's width."""
+    if isinstance(rendering, str):
+        write_out(rendering)
+    else:
+        rendering.print_to(out)
+
+
 def output_cut_exit(code: object) -> object:
     """The exit code once the command is done: 2, said in one line, where standard output
     could not be written whole; else `code`."""
@@ -107,14 +107,17 @@ def output_cut_exit(code: object) -> object:
     return ExitCode.USAGE.value
 
 
-def write_run_html(run: Path, spec: Spec, html_of: Callable[[RunView], str]) -> None:
-    """report.html in a run directory, as `run` leaves one (an isolation's and a triage's too)."""
+def write_run_html(run: Path, spec: Spec, isolation: Isolation | None = None, triage: Triage | None = None) -> None:
+    """report.html in an isolation's or a triage's run directory, led by its answer, as `report` writes it."""
     from diagbench.judge.view import view_of
     from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
+    from diagbench.render.reports import report_html
+    from diagbench.reports.read import Report, ReportRequest
 
     view = guarded(lambda: view_of(load_run(run), spec_redactor(spec)))
-    guarded(lambda: write_report(run / "report.html", html_of(view), "w", run))
+    page = report_html(Report(ReportRequest(run, ReportFormat.HTML), view, isolation, triage))
+    guarded(lambda: write_report(run / "report.html", page, "w", run))
 
 
 def write_report(path: Path, text: str, mode: str, run: Path) -> None:

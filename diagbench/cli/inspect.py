@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from diagbench.cli.app import Format, app, err, guarded, out, write_out
+from diagbench.cli.app import app, err, guarded, out, show
 from diagbench.cli.checks import check_launchable, say_problems
 from diagbench.cli.conventions import complete_only
-from diagbench.render.text import visible
-from diagbench.vocab import ExitCode
+from diagbench.vocab import DiffFormat, ExitCode, ReportFormat, TextOrJson
 
 if TYPE_CHECKING:
-    from diagbench.judge.view import RunView
     from diagbench.logs.signatures import Signature
     from diagbench.spec.load import Spec
-
-
-class DiffFormat(str, Enum):
-    text = "text"
-    json = "json"
-    html = "html"
 
 
 @app.command()
@@ -59,8 +50,7 @@ def plan(
     from diagbench.execute.dryrun import plan_of
     from diagbench.execute.pipeline import check_decision_options
     from diagbench.execute.slots import resolve_slots
-    from diagbench.render.fit import fit_lines
-    from diagbench.render.plan import plan_json, render_plan
+    from diagbench.render.plan import plan_as
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.load import load_spec
 
@@ -72,10 +62,7 @@ def plan(
         err.print(f"diagbench: note: {note}", markup=False)
     planned = guarded(lambda: plan_of(loaded, only or [], slots, stop_when_decided, repeat))
     facts = guarded(lambda: _environment(loaded, only or [])) if environment else None
-    if as_json:
-        write_out(plan_json(planned, facts))
-    else:
-        out.print(fit_lines(visible(render_plan(planned, facts)), out.width), markup=False, soft_wrap=True)
+    show(plan_as(planned, TextOrJson.of(as_json), facts, out.width))
     if guarded(lambda: check_launchable(loaded, only or [], resume=False, planning=True)):
         raise typer.Exit(ExitCode.USAGE)
 
@@ -100,8 +87,9 @@ REPORT_EXIT_CODES = (
 def report(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="a run directory, e.g. runs/latest")],
     format: Annotated[
-        Format, typer.Option("--format", "-f", metavar="table|md|json|junit|html", help="html: one self-contained page")
-    ] = Format.table,
+        ReportFormat,
+        typer.Option("--format", "-f", metavar="table|md|json|junit|html", help="html: one self-contained page"),
+    ] = ReportFormat.TABLE,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
     for_server: Annotated[
         str | None,
@@ -110,71 +98,16 @@ def report(
 ) -> None:
     """Render a finished or partial run from its records alone (no server needed)."""
     from diagbench.cli.publish import annotate
-    from diagbench.isolate.record import read_isolation
-    from diagbench.judge.view import exit_code, view_of
-    from diagbench.records.store import load_run
-    from diagbench.render.html import render_html
-    from diagbench.render.isolation import render_isolation
-    from diagbench.render.isolation_report import DOCUMENTS
-    from diagbench.render.report import print_run, render_json, render_junit, render_markdown
+    from diagbench.render.reports import render_report
+    from diagbench.reports.read import ReportRequest, read_report
 
-    loaded = guarded(lambda: load_run(run_dir))
-    view = guarded(lambda: view_of(loaded))
-    if format is Format.issue or for_server is not None:
-        _issue(view, loaded.manifest.environment, format, for_server)
-    if _triage_report(view, format):
-        return
-    isolation = guarded(lambda: read_isolation(run_dir))
-    if isolation is not None and format is not Format.junit:  # an isolation's answer and steps lead
-        if format is Format.table:  # its steps say more than its cells
-            out.print(render_isolation(isolation, out.width))
-        else:
-            write_out(DOCUMENTS[format.value](view, isolation))
-        raise typer.Exit(isolation.status.exit_code)
-    if format is Format.table:
-        print_run(out, view)
-        annotate(view)
-    else:
-        renderers: dict[Format, Callable[[RunView], str]] = {
-            Format.md: render_markdown,
-            Format.json: render_json,
-            Format.junit: render_junit,
-        }
-        write_out(renderers.get(format, render_html)(view))
-    say_problems(view, expects=True)
-    raise typer.Exit(exit_code(view, strict))
-
-
-def _issue(view: RunView, environment: Mapping[str, Any] | None, format: Format, for_server: str | None) -> None:
-    """`--format issue [--for SERVER]`: the Markdown for the server's bug tracker; exits 0."""
-    from diagbench.render.issue import render_issue
-    from diagbench.triage.issue import issue_facts
-    from diagbench.triage.problem import server_word
-    from diagbench.triage.record import read_triage
-
-    if format is not Format.issue:
-        err.print("diagbench: --for names the tracker of --format issue (add --format issue)", markup=False)
-        raise typer.Exit(ExitCode.USAGE)
-    server = guarded(lambda: server_word("--for", for_server)) if for_server else None
-    found = guarded(lambda: read_triage(view.path))
-    write_out(render_issue(view, issue_facts(view, environment), found, server))
-    raise typer.Exit(ExitCode.OK)
-
-
-def _triage_report(view: RunView, format: Format) -> bool:
-    """A triage's answer leads its report; the exit code is the triage's. False: no triage."""
-    from diagbench.render.triage import render_triage, triage_html, triage_json, triage_markdown
-    from diagbench.triage.record import read_triage
-
-    found = guarded(lambda: read_triage(view.path))
-    if found is None or format is Format.junit:
-        return False
-    if format is Format.table:
-        out.print(render_triage(found))
-    else:
-        documents = {Format.md: triage_markdown, Format.json: triage_json, Format.html: triage_html}
-        write_out(documents[format](view, found))
-    raise typer.Exit(found.status.exit_code)
+    found = guarded(lambda: read_report(ReportRequest(run_dir, format, strict, for_server)))
+    show(render_report(found, out.width))
+    if found.judged_by_expectations:  # the run's own report: its expectations decide
+        if format is ReportFormat.TABLE:
+            annotate(found.view)
+        say_problems(found.view, expects=True)
+    raise typer.Exit(found.exit_code)
 
 
 class Engine(str, Enum):
@@ -219,26 +152,19 @@ def classify(
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     if str(logfile) != "-":
         result = redact_classification(guarded(lambda: classify_file(logfile, sigs, engine.value, given)), secrets)
-        if as_json:
-            write_out(json.dumps(result.to_json()) + "\n")
-            raise typer.Exit(CLASSIFY_EXIT[result.outcome])
-        shown = context(logfile, result.line_no) if result.line_no else []
+        shown = context(logfile, result.line_no) if result.line_no and not as_json else []
     else:
         import tempfile
 
         with tempfile.TemporaryFile() as copy:  # standard input cannot be read twice: the context comes from here
             result = guarded(lambda: classify_stream(sys.stdin.fileno(), sigs, engine.value, copy, given))
             result = redact_classification(result, secrets)
-            if as_json:
-                write_out(json.dumps(result.to_json()) + "\n")
-                raise typer.Exit(CLASSIFY_EXIT[result.outcome])
             copy.seek(0)
-            shown = context(copy, result.line_no) if result.line_no else []
-    from diagbench.render.classify import render_classification
+            shown = context(copy, result.line_no) if result.line_no and not as_json else []
+    from diagbench.render.classify import classification_as
 
     shown = [(number, secrets.cut(text)) for number, text in shown]  # clipped at 300 characters
-    for line in render_classification(result, shown, given is not None):
-        out.print(line, markup=False, soft_wrap=True)
+    show(classification_as(result, TextOrJson.of(as_json), shown, given is not None))
     raise typer.Exit(CLASSIFY_EXIT[result.outcome])
 
 
@@ -255,19 +181,12 @@ def list_signatures(
 ) -> None:
     """List the loaded signatures: pack, id, kind, class, priority, pattern."""
     from diagbench.logs.signatures import load_packs
-    from diagbench.render.classify import render_signature, render_signatures, signature_json
+    from diagbench.render.classify import signatures_as
 
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     if signature_id is not None:
         sigs = [guarded(lambda: _one_signature(sigs, signature_id))]
-    if as_json:
-        write_out(json.dumps([signature_json(s) for s in sigs], indent=2) + "\n")
-    elif full or signature_id is not None:
-        for i, s in enumerate(sigs):
-            for line in ([""] if i else []) + render_signature(s):
-                out.print(line, markup=False, soft_wrap=True)
-    else:
-        out.print(render_signatures(sigs), markup=False)
+    show(signatures_as(sigs, TextOrJson.of(as_json), whole=full or signature_id is not None))
 
 
 @app.command(epilog="\b\nExit codes: 0 no regression; 1 a cell that came up in RUN_A did not in RUN_B; 2 bad usage.")
@@ -276,24 +195,19 @@ def diff(
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
     format: Annotated[
         DiffFormat, typer.Option("--format", "-f", metavar="text|json|html", help="html: one self-contained page")
-    ] = DiffFormat.text,
+    ] = DiffFormat.TEXT,
     as_json: Annotated[bool, typer.Option("--json", help="the same as --format json")] = False,
 ) -> None:
     """Cells whose outcome or class changed, and hypotheses whose verdict changed."""
     from diagbench.judge.diff import diff_runs
     from diagbench.judge.view import view_of
     from diagbench.records.store import load_run
-    from diagbench.render.diff import diff_json, render_diff
-    from diagbench.render.html_diff import render_diff_html
+    from diagbench.render.diff import diff_as
 
     a = guarded(lambda: view_of(load_run(run_a)))
     b = guarded(lambda: view_of(load_run(run_b)))
     changes = diff_runs(a, b)
-    chosen = DiffFormat.json if as_json else format
-    if chosen is DiffFormat.text:
-        out.print(visible(render_diff(a, b, changes)), markup=False, soft_wrap=True)
-    else:
-        write_out((diff_json if chosen is DiffFormat.json else render_diff_html)(a, b, changes))
+    show(diff_as(a, b, changes, DiffFormat.JSON if as_json else format))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
         say_problems(a, b)
         raise typer.Exit(ExitCode.USAGE)

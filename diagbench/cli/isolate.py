@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, write_out, write_run_html
+from diagbench.cli.app import app, err, guarded, out, show, write_run_html
 from diagbench.errors import UserError
-from diagbench.vocab import ExitCode
+from diagbench.vocab import ExitCode, TextOrJson
 
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
     from diagbench.isolate.problem import Problem, ServerRules
     from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
-    from diagbench.judge.view import RunView
     from diagbench.launch.envs import Built
 
 _GOOD_HELP = (
@@ -126,7 +124,7 @@ def isolate(
             result = guarded(lambda: search(problem, options, progress, cancel))
         finally:
             progress.close()
-    write_run_html(result.run_dir.path, problem.spec, _report_html(result))
+    write_run_html(result.run_dir.path, problem.spec, isolation=result.isolation)
     _finish(result, as_json)
 
 
@@ -136,21 +134,12 @@ def _bisect(problem: Problem, options: IsolateOptions, events: IsolateEvents, ca
     return bisect(problem, options, events, cancel)
 
 
-def _report_html(result: IsolateResult) -> Callable[[RunView], str]:
-    from diagbench.render.isolation_report import isolation_html
-
-    return lambda view: isolation_html(view, result.isolation)
-
-
 def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
     """isolation.json or the steps table, the reason when there is no culprit, the exit code."""
-    from diagbench.render.isolation import render_isolation
+    from diagbench.render.isolation import isolation_as
 
     isolation = result.isolation
-    if as_json:
-        write_out(json.dumps(isolation.to_json(), indent=2) + "\n")
-    else:
-        out.print(render_isolation(isolation, out.width))
+    show(isolation_as(isolation, TextOrJson.of(as_json), out.width))
     if isolation.status.exit_code != ExitCode.OK:
         err.print(f"diagbench: {isolation.reason} (the records are in {result.run_dir.path})", markup=False)
     if result.harness_errors:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, write_out, write_run_html
-from diagbench.vocab import ExitCode
+from diagbench.cli.app import app, err, guarded, out, show, write_run_html
+from diagbench.vocab import ExitCode, TextOrJson
 
 if TYPE_CHECKING:
     from diagbench.triage.run import TriageResult
@@ -78,20 +77,15 @@ def triage(
             result = guarded(lambda: run_triage(problem, options, progress, cancel))
         finally:
             progress.close()
-    from diagbench.render.triage import triage_html
-
-    write_run_html(result.run_dir.path, problem.spec, lambda view: triage_html(view, result.triage))
+    write_run_html(result.run_dir.path, problem.spec, triage=result.triage)
     _finish(result, as_json)
 
 
 def _finish(result: TriageResult, as_json: bool) -> NoReturn:
-    from diagbench.render.triage import render_triage
+    from diagbench.render.triage import triage_as
 
     found = result.triage
-    if as_json:
-        write_out(json.dumps(found.to_json(), indent=2) + "\n")
-    else:
-        out.print(render_triage(found))
+    show(triage_as(found, TextOrJson.of(as_json)))
     if found.status.exit_code != ExitCode.OK and found.reason:
         err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
     if result.harness_errors:
@@ -111,11 +105,8 @@ def list_remedies(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON list")] = False,
 ) -> None:
     """List the remedies triage knows, with what each gives up and where the advice comes from."""
-    from diagbench.render.triage import remedies_json, render_remedies
+    from diagbench.render.triage import remedies_as
     from diagbench.triage.remedies import select_remedies
 
     chosen = guarded(lambda: select_remedies(server, failure_class, remedies or []))
-    if as_json:
-        write_out(remedies_json(chosen))
-    else:
-        out.print(render_remedies(chosen))
+    show(remedies_as(chosen, TextOrJson.of(as_json)))

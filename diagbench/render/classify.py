@@ -2,17 +2,46 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from diagbench.logs.classify import Classification
 from diagbench.logs.signatures import Signature, expand
+from diagbench.render.formats import Rendering, Shown
 from diagbench.render.text import visible
 from diagbench.safetext import one_line
-from diagbench.vocab import outcome_label
+from diagbench.vocab import TextOrJson, assert_never, outcome_label
 
 if TYPE_CHECKING:  # a table for `signatures` only: `classify` prints lines
     from rich.table import Table
+
+
+def classification_as(
+    result: Classification, format: TextOrJson, context: Sequence[tuple[int, str]] = (), given: bool = False
+) -> Rendering:
+    """`classify`: the decision with its deciding line in `context`, or one JSON object (`--json`)."""
+    match format:
+        case TextOrJson.TEXT:
+            return Shown(lines=tuple(render_classification(result, context, given)))
+        case TextOrJson.JSON:
+            return json.dumps(result.to_json()) + "\n"
+        case _:
+            assert_never(format)
+
+
+def signatures_as(signatures: Sequence[Signature], format: TextOrJson, whole: bool = False) -> Rendering:
+    """`signatures`: a table, each signature `whole` with its source, or a JSON list (`--json`)."""
+    match format:
+        case TextOrJson.TEXT if whole:
+            blocks = [[""] * bool(i) + render_signature(s) for i, s in enumerate(signatures)]  # a blank line between
+            return Shown(lines=tuple(line for block in blocks for line in block))
+        case TextOrJson.TEXT:
+            return Shown(render_signatures(signatures))
+        case TextOrJson.JSON:
+            return json.dumps([signature_json(s) for s in signatures], indent=2) + "\n"
+        case _:
+            assert_never(format)
 
 
 def render_classification(result: Classification, context: Sequence[tuple[int, str]], given: bool = False) -> list[str]:

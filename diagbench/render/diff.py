@@ -5,8 +5,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from diagbench.judge.diff import CellState, Changes
+from diagbench.judge.diff import Changes
 from diagbench.judge.view import RunView
+from diagbench.render.formats import Rendering, Shown
+from diagbench.render.html_diff import render_diff_html
+from diagbench.render.text import visible
+from diagbench.vocab import DiffFormat, assert_never
+
+
+def diff_as(a: RunView, b: RunView, changes: Changes, format: DiffFormat) -> Rendering:
+    """`diff RUN_A RUN_B`: the changes in words, as one JSON object, or as one HTML page."""
+    match format:
+        case DiffFormat.TEXT:
+            return Shown(lines=(visible(render_diff(a, b, changes)),))
+        case DiffFormat.JSON:
+            return diff_json(a, b, changes)
+        case DiffFormat.HTML:
+            return render_diff_html(a, b, changes)
+        case _:
+            assert_never(format)
 
 
 def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
@@ -44,11 +61,3 @@ def diff_json(a: RunView, b: RunView, changes: Changes) -> str:
         "unchanged": [{"cell_id": cell, **state.to_json()} for cell, state in changes.unchanged],
     }
     return json.dumps(data, indent=2) + "\n"
-
-
-def dominant(state: CellState) -> str:
-    """The outcome word that colours a state: the most frequent label's outcome, or not run."""
-    if not state.counts:
-        return "cancelled"
-    label = max(state.counts, key=lambda c: c[1])[0]
-    return label.split(":", 1)[0]

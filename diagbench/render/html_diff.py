@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from diagbench.judge.diff import CellState, Changes
 from diagbench.judge.view import RunView
-from diagbench.render.diff import dominant
 from diagbench.render.htmlkit import Html, breakable, el, page
 
 
@@ -74,3 +73,11 @@ def _state(state: CellState) -> Html:
 
 def _verdict(word: str) -> Html:
     return el("td", None, el("span", {"class": f"badge v-{word}"}, word))
+
+
+def dominant(state: CellState) -> str:
+    """The outcome word that colours a state: the most frequent label's outcome, or not run."""
+    if not state.counts:
+        return "cancelled"
+    label = max(state.counts, key=lambda c: c[1])[0]
+    return label.split(":", 1)[0]

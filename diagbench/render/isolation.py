@@ -3,6 +3,7 @@ with the culprit and what the other ways of asking would have cost."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Sequence
@@ -19,10 +20,12 @@ from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.fit import Column, fit
+from diagbench.render.formats import Rendering, Shown
 from diagbench.render.report import LINE_CHARS, OUTCOME_STYLE
 from diagbench.render.text import visible
 from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
+from diagbench.vocab import TextOrJson, assert_never
 
 RESULT_STYLE = {Result.FAIL: "bold red", Result.PASS: "green", Result.UNRESOLVED: "yellow"}
 _STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
@@ -87,6 +90,17 @@ def deciding(step: Step) -> str:
         return one_line(step.reason)
     text = one_line(_STAMP.sub("", step.evidence.text))
     return f"L{step.evidence.line_no}: " + (text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…")
+
+
+def isolation_as(isolation: Isolation, format: TextOrJson, width: int | None = None) -> Rendering:
+    """What `isolate` prints at its end: the steps table, or isolation.json (`--json`)."""
+    match format:
+        case TextOrJson.TEXT:
+            return Shown(render_isolation(isolation, width))
+        case TextOrJson.JSON:
+            return json.dumps(isolation.to_json(), indent=2) + "\n"
+        case _:
+            assert_never(format)
 
 
 def render_isolation(isolation: Isolation, width: int | None = None) -> RenderableType:

@@ -1,10 +1,11 @@
-"""An isolation in the run reports: Markdown, JSON and HTML lead with its answer (status,
-target, culprit), its factors good -> bad and its steps, above the attempts every run shows."""
+"""An isolation in the run reports: Markdown and HTML sections that lead with its answer
+(status, target, culprit), its factors good -> bad and its steps, above the attempts every run
+shows (render/reports.py puts them there)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from diagbench import safetext
 from diagbench.isolate.factors import Factor
@@ -12,10 +13,8 @@ from diagbench.isolate.record import Isolation, Step
 from diagbench.isolate.search import Result
 from diagbench.judge.view import RunView
 from diagbench.records.manifest import PlannedEntry
-from diagbench.render.html import render_html
 from diagbench.render.htmlkit import Html, breakable, el
 from diagbench.render.isolation import answer, applied_text, deciding, outcomes_text, result_text
-from diagbench.render.report import render_json, render_markdown
 
 _BADGE = {Result.FAIL: "v-refuted", Result.PASS: "v-supported", Result.UNRESOLVED: "v-inconclusive"}
 _LINE_CLASS = {"bold red": "regression", "bold yellow": "warning", "dim": "same"}
@@ -30,32 +29,15 @@ def probes_as_plan(view: RunView) -> RunView:
     return dataclasses.replace(view, planned=planned)
 
 
-def isolation_markdown(view: RunView, isolation: Isolation) -> str:
-    """`report --format md` of an isolation: its section, then the run's own."""
-    return render_markdown(probes_as_plan(view), ["\n".join(_markdown(isolation))])
-
-
-def isolation_json(view: RunView, isolation: Isolation) -> str:
-    """`report --format json` of an isolation: the run's, with isolation.json under `isolation`."""
-    return render_json(probes_as_plan(view), {"isolation": isolation.to_json()})
-
-
-def isolation_html(view: RunView, isolation: Isolation) -> str:
-    """`report --format html` and an isolation's report.html: its section leads the page."""
-    return render_html(probes_as_plan(view), [_section(isolation)])
-
-
-DOCUMENTS: dict[str, Callable[[RunView, Isolation], str]] = {
-    "md": isolation_markdown,
-    "json": isolation_json,
-    "html": isolation_html,
-}  # by `report --format` word
-
-
 # -- Markdown ---------------------------------------------------------------------------
 
 
 _md = safetext.markdown
+
+
+def isolation_markdown(isolation: Isolation) -> str:
+    """The isolation's section of `report --format md`, above the run's own."""
+    return "\n".join(_markdown(isolation))
 
 
 def _markdown(isolation: Isolation) -> list[str]:
@@ -78,7 +60,8 @@ def _markdown(isolation: Isolation) -> list[str]:
 # -- HTML -------------------------------------------------------------------------------
 
 
-def _section(isolation: Isolation) -> Html:
+def isolation_html(isolation: Isolation) -> Html:
+    """The isolation's section, leading `report --format html` and an isolation's report.html."""
     lines = [el("p", {"class": _LINE_CLASS.get(style)}, line) for line, style in answer(isolation)]
     commands = [
         (el("dt", None, side), el("dd", None, el("code", None, c))) for side, c in (isolation.commands or {}).items()

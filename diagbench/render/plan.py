@@ -10,8 +10,25 @@ from typing import Any
 
 from diagbench.judge.decide import NOTHING_TO_DECIDE
 from diagbench.render.environment import environment_lines
+from diagbench.render.fit import fit_lines
+from diagbench.render.formats import Rendering, Shown
+from diagbench.render.text import visible
 from diagbench.sensitive import REDACTED
 from diagbench.spec.plan import Plan
+from diagbench.vocab import TextOrJson, assert_never
+
+
+def plan_as(
+    plan: Plan, format: TextOrJson, environment: Mapping[str, Any] | None = None, width: int | None = None
+) -> Rendering:
+    """`plan`: every cell in words fitted to `width`, or one JSON object (`--json`)."""
+    match format:
+        case TextOrJson.TEXT:
+            return Shown(lines=(fit_lines(visible(render_plan(plan, environment)), width),))
+        case TextOrJson.JSON:
+            return plan_json(plan, environment)
+        case _:
+            assert_never(format)
 
 
 def render_plan(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:

@@ -18,6 +18,7 @@ from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.render.fit import Column, fit
+from diagbench.render.formats import Shown
 from diagbench.render.hangs import hangs_markdown, outcome_words, saved_words
 from diagbench.safetext import one_line
 from diagbench.vocab import VerdictWord
@@ -118,12 +119,15 @@ def render_table(view: RunView, width: int | None = None) -> RenderableType:
     return Group(*parts)
 
 
-def print_run(console: Console, view: RunView) -> None:
+def run_table(view: RunView, width: int | None = None) -> Shown:
     """The tables, then the footer: the run's path on a line of its own, never cut at the
     terminal's width (it is what `report` and `--resume` need)."""
-    console.print(render_table(view, console.width))
-    for line in footer(view):
-        console.print(Text(line, style="dim"), crop=False, soft_wrap=True)
+    return Shown(render_table(view, width), tuple(Text(line, style="dim") for line in footer(view)))
+
+
+def print_run(console: Console, view: RunView) -> None:
+    """`run_table` on `console`, at its width."""
+    run_table(view, console.width).print_to(console)
 
 
 def _outcomes_table(view: RunView, width: int | None) -> RenderableType:

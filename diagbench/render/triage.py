@@ -13,16 +13,16 @@ from rich.table import Table
 from rich.text import Text
 
 from diagbench.execute.events import QuietEvents
-from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
-from diagbench.render.html import render_html
+from diagbench.render.formats import Rendering, Shown
 from diagbench.render.htmlkit import Html, el
-from diagbench.render.report import OUTCOME_STYLE, render_markdown
+from diagbench.render.report import OUTCOME_STYLE
 from diagbench.render.text import visible
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.triage.record import Status, Triage, Tried
 from diagbench.triage.remedies import Remedy
+from diagbench.vocab import TextOrJson, assert_never
 
 _HEADLINE = {
     Status.COMES_UP: "the command comes up as it is",
@@ -83,6 +83,17 @@ def _outcome(t: Tried) -> str:
     return label if len(set(t.outcomes)) <= 1 else f"{label} (flaky: {', '.join(t.outcomes)})"
 
 
+def triage_as(triage: Triage, format: TextOrJson) -> Rendering:
+    """What `triage` prints at its end: the table and the recommendation, or triage.json (`--json`)."""
+    match format:
+        case TextOrJson.TEXT:
+            return Shown(render_triage(triage))
+        case TextOrJson.JSON:
+            return json.dumps(triage.to_json(), indent=2) + "\n"
+        case _:
+            assert_never(format)
+
+
 def render_triage(triage: Triage) -> RenderableType:
     parts: list[RenderableType] = [Text(f"triage: {_HEADLINE[triage.status]}", style="bold")]
     if triage.target:
@@ -131,6 +142,17 @@ def _given_up(tried: Sequence[Tried]) -> list[Text]:
 # -- the remedies list ------------------------------------------------------------------
 
 
+def remedies_as(remedies: Sequence[Remedy], format: TextOrJson) -> Rendering:
+    """`remedies`: one block per remedy, or one JSON list (`--json`)."""
+    match format:
+        case TextOrJson.TEXT:
+            return Shown(render_remedies(remedies))
+        case TextOrJson.JSON:
+            return remedies_json(remedies)
+        case _:
+            assert_never(format)
+
+
 def render_remedies(remedies: Sequence[Remedy]) -> RenderableType:
     """One block per remedy (its source is a sentence: too long for a table's column)."""
     parts: list[RenderableType] = [Text(f"{len(remedies)} remedies", style="bold")]
@@ -160,7 +182,7 @@ def _md(text: str) -> str:
     return visible(text).replace("|", "\\|").replace("\n", " ")
 
 
-def triage_section_md(triage: Triage) -> str:
+def triage_markdown(triage: Triage) -> str:
     out = [f"### Triage: {_HEADLINE[triage.status]}", "", f"Command: `{triage.command}`", ""]
     if triage.target:
         t = triage.target
@@ -190,21 +212,8 @@ def triage_section_md(triage: Triage) -> str:
     return "\n".join(out)
 
 
-def triage_markdown(view: RunView, triage: Triage) -> str:
-    return render_markdown(view, [triage_section_md(triage)])
-
-
-def triage_json(view: RunView, triage: Triage) -> str:
-    from diagbench.render.report import render_json
-
-    return render_json(view, {"triage": triage.to_json()})
-
-
-def triage_html(view: RunView, triage: Triage) -> str:
-    return render_html(view, [_section(triage)])
-
-
-def _section(triage: Triage) -> Html:
+def triage_section_html(triage: Triage) -> Html:
+    """The triage's section, leading `report --format html` and a triage's report.html."""
     columns = ("remedy", "change", "outcome", "start-up", "price", "gives up")
     rows = [el("tr", None, *[el("td", None, cell) for cell in _cells(r)]) for r in triage.remedies]
     head = el("tr", None, *[el("th", None, c) for c in columns])

@@ -309,14 +309,16 @@ def test_the_log_lines_around_a_deciding_line_never_show_a_secret(tmp_path):
 
 
 def test_the_committed_isolation_leads_with_its_culprit_and_steps():
-    from diagbench.isolate.record import read_isolation
-    from diagbench.render.isolation_report import isolation_html
+    from diagbench.render.reports import report_html
+    from diagbench.reports.read import ReportRequest, read_report
+    from diagbench.vocab import ReportFormat
 
     run = Path(__file__).resolve().parents[2] / "runs" / "refserver-isolate-h200"
-    isolation = read_isolation(run)
+    report = read_report(ReportRequest(run, ReportFormat.HTML))
+    isolation = report.isolation
     assert isolation is not None
     culprit = "culprit: --warmup (good: every, bad: first), --enable-torch-compile (good: -, bad: on)"
-    for page in (isolation_html(view_of(load_run(run)), isolation), (run / "report.html").read_text()):
+    for page in (report_html(report), (run / "report.html").read_text()):
         tags = parse(page)
         assert tags.count("section") and ("section", {"id": "isolation"}) in tags.tags
         assert culprit in page and "target: failed:cuda_graph_capture (what the bad launch did)" in page

@@ -1,0 +1,1 @@
+"""What `report` reads from a run directory: the run, and the isolation or triage it holds."""
