@@ -9,6 +9,8 @@
 - false ready: a failed or stalled launch called ready, the worst mistake (it must be 0);
 - server packs off: each log read with no server's pack (the root-cause reader, and the
   packs of frameworks, libraries and runtimes only): a new version's unknown wording;
+- the order of a log's states: the logs read as a server that came up and then died, and
+  those whose listening line came before the model load (a server that binds first);
 - signatures: how many there are, and how many match lines of exactly one corpus log (a
   sign of a signature fitted to that log) or of none; of the one-log ones, those its log
   needs offline (read wrong without it: the root-cause reader does not cover it).
@@ -39,6 +41,17 @@ def figures(name: str, scored: list[Scored]) -> str:
     return f"  {name:17} " + ", ".join(parts) + f"; false ready {false_ready}"
 
 
+def orders(scored: list[Scored]) -> str:
+    """The logs read as a server that came up and then died (failed, its ready line kept),
+    and those whose listening line came before their model load (not readiness)."""
+    died = [s.item["id"] for s in scored if s.got.outcome == "failed" and s.got.ready is not None]
+    early = [s.item["id"] for s in scored if s.got.bound_early is not None]
+    return (
+        f"  ready, then died: {len(died)} ({', '.join(died)}); "
+        f"listening before the model load: {len(early)} ({', '.join(early)})"
+    )
+
+
 def usage(signatures: list[Signature]) -> dict[str, int]:
     """For each signature, how many corpus logs hold a line it matches."""
     texts = [split_lines((CORPUS / item["file"]).read_bytes()) for item in ITEMS]
@@ -52,6 +65,7 @@ def main() -> None:
     print(figures("whole", scored))
     print(figures("leave-thread-out", held))
     print(figures("server packs off", without_server_packs()))
+    print(orders(scored))
     used = usage(SIGS)
     failures = [s for s in SIGS if s.kind.value == "failure"]
     one = sorted(s for s, n in used.items() if n == 1)

@@ -41,6 +41,7 @@ class Classification:
     cause: Cause | None = None  # the root cause the reader followed
     ready: Evidence | None = None  # the ready line of a server that came up, then died
     interrupted: int | None = None  # a stop from outside (Ctrl-C, SIGTERM) that left it undecided
+    bound_early: Evidence | None = None  # a listening line a model load came after (not readiness)
 
     @property
     def chain(self) -> str | None:
@@ -191,7 +192,9 @@ def _finish(watch: Watch, line_no: int, size: int) -> Classification:
     d = watch.decision
     server = watch.detector.server
     if d is None:
-        return Classification("unknown", None, (), None, None, None, watch.phase, line_no, size, server)
+        return Classification(
+            "unknown", None, (), None, None, None, watch.phase, line_no, size, server, bound_early=watch.bound_early
+        )
     outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
     return Classification(
         outcome,
@@ -205,6 +208,7 @@ def _finish(watch: Watch, line_no: int, size: int) -> Classification:
         size,
         server,
         ready=watch.came_up,
+        bound_early=watch.bound_early,
     )
 
 

@@ -35,6 +35,7 @@ def _echoed_source() -> re.Pattern[bytes]:
 
 
 SETTLE_S = 0.1
+STARTUP = ("load", "compile", "capture")  # start-up work: one after a weak ready line voids it (bound, then loads)
 SETTLE_LINES = 200
 ROOT_CAUSE_LINES = 50  # how near a traceback's last line must be to name a generic failure
 # A failed ready request waits this long for the server's own error line (vLLM's dying engine
@@ -73,6 +74,7 @@ class Watch:
         self._retried_at = 0  # the line of the last retry: its own error words are what it retries
         self._weak: Hit | None = None  # the last line a weak signature matched
         self._weak_ready: Hit | None = None  # the last ready line that only a finished log can confirm
+        self.bound_early: Evidence | None = None  # a weak ready line a start-up phase came after: not up then
         self._came_up: Evidence | None = None  # a ready line the failure of a whole log came after
         self._recent_weak: deque[Hit] = deque(maxlen=32)
         self._handled: bytes | None = None  # the header of the last record that reported a handled error
@@ -294,6 +296,8 @@ class Watch:
         if phase != self.phase:
             self.phase = phase
             self.phases.append(PhaseEntered(phase, now))
+        if self._weak_ready is not None and phase.startswith(STARTUP):  # bound before it loads: order matters
+            self.bound_early, self._weak_ready = evidence_of(self._weak_ready), None
 
     def _note_markers(self, hits: list[Hit]) -> None:
         for hit in hits:
