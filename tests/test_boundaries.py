@@ -4,7 +4,9 @@
 - subprocess and psutil only where processes are owned (launch/) and the documented
   exceptions (a cluster's command-line tools in execute/slurm/);
 - data flows one way: a room imports only rooms at or below its own rank, so nothing in
-  the core imports the rendering layer or the CLI.
+  the core imports the rendering layer or the CLI;
+- reports come from records alone: the rendering layer never imports launch/ (what a launch
+  made reaches it as a record or as the core value it renders).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ RANKS = {
     "__main__": 9,
 }
 OWN_RULES = ("refserver", "simulator")  # standalone servers launched by diagbench, not part of the pipeline
+NEVER = {"render": ("launch",)}  # room -> rooms it must not import, though they rank below it
 ONLY_IN = {
     "typer": ("cli",),
     "rich": ("render",),
@@ -90,6 +93,7 @@ def test_imports_respect_the_rooms(rel: str, path: Path) -> None:
             if target in OWN_RULES or target == "__version__":
                 continue
             assert RANKS[target] <= RANKS[here], f"{rel} (room {here}) imports {name}: data flows the other way"
+            assert target not in NEVER.get(here, ()), f"{rel} imports {name}: {here}/ works from records alone"
 
 
 def test_the_walk_sees_what_it_polices() -> None:
@@ -100,6 +104,7 @@ def test_the_walk_sees_what_it_polices() -> None:
         "rich.table" in names or "rich.console" in names for rel, names in found.items() if rel.startswith("render/")
     )
     assert "psutil" in found["launch/process.py"]
+    assert "diagbench.launch.stall" in found["execute/dryrun.py"]  # a room's import of launch/ is seen
 
 
 # -- no import circle inside a room ---------------------------------------------------------

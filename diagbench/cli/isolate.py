@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -15,9 +14,9 @@ from diagbench.vocab import ExitCode, TextOrJson
 
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
+    from diagbench.isolate.packages import BuildReport
     from diagbench.isolate.problem import Problem, ServerRules
     from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
-    from diagbench.launch.envs import Built
 
 _GOOD_HELP = (
     "the launch that comes up: one command line with {port} (leading NAME=value and env -u NAME words set env), "
@@ -197,11 +196,11 @@ def _between(
     return from_between(between, good, env, good_deps, rules, Path.cwd(), _build_report(as_json))
 
 
-def _build_report(as_json: bool) -> Callable[[str, Built], None]:
+def _build_report(as_json: bool) -> BuildReport:
     from diagbench.render.isolation import build_line
 
     console = err if as_json else out
-    return lambda what, built: console.print(build_line(what, built), markup=False, highlight=False, soft_wrap=True)
+    return lambda built: console.print(build_line(built), markup=False, highlight=False, soft_wrap=True)
 
 
 def _rules(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import decision_order
 from diagbench.launch.command import build_command
+from diagbench.launch.stall import rule_words
 from diagbench.logs.signatures import Kind, Signature
 from diagbench.records.redact import spec_redactor
 from diagbench.spec.load import Spec
@@ -37,6 +38,7 @@ def plan_of(
         grace_s=s.grace,
         fresh_caches=tuple(s.fresh_caches),
         stall_s=s.stall,
+        stall_rule=rule_words(s.stall) if s.stall else None,
         stacks="faulthandler" if s.faulthandler else s.stacks,
         cells=tuple(
             CellPlan(

@@ -20,7 +20,7 @@ from diagbench.execute.cancel import Cancel
 from diagbench.isolate.deps import Deps, normalise, read_deps
 from diagbench.isolate.factors import CommandSpace, Config, Factor, FactorKind, derive
 from diagbench.isolate.index import parse_between, published, versions_between
-from diagbench.isolate.packages import PYTHON_MARK, BuildReport
+from diagbench.isolate.packages import PYTHON_MARK, BuildReport, EnvironmentBuilt
 from diagbench.isolate.problem import Problem, ServerRules, command_problem
 from diagbench.isolate.record import FILENAME, Isolation, Status
 from diagbench.isolate.run import (
@@ -74,7 +74,7 @@ class VersionSpace:
     def prepare(self, applied: Collection[str]) -> Built:
         built = self.envs.build(self.requirements(applied))
         if self.report is not None:
-            self.report(f"{self.package} {self.version(applied)}", built)
+            self.report(EnvironmentBuilt.of(f"{self.package} {self.version(applied)}", built))
         return built
 
 

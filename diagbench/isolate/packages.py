@@ -22,7 +22,24 @@ from diagbench.isolate.problem import Problem, ServerRules, command_problem
 from diagbench.launch.envs import Built, EnvCache
 
 PYTHON_MARK = "{python}"
-BuildReport = Callable[[str, Built], None]  # (what was built, how it went)
+
+
+@dataclass(frozen=True)
+class EnvironmentBuilt:
+    """A probe environment as the progress tells it: what it holds, and how building it went."""
+
+    what: str  # the packages it changes (`urllib3`), or `the good environment`
+    ok: bool
+    cached: bool  # found built (or known unresolvable) already
+    seconds: float
+    refusal: str = ""  # why it does not install (uv's line), when not ok
+
+    @classmethod
+    def of(cls, what: str, built: Built) -> EnvironmentBuilt:
+        return cls(what, built.ok, built.cached, built.seconds, built.refusal)
+
+
+BuildReport = Callable[[EnvironmentBuilt], None]
 
 
 @dataclass(frozen=True)
@@ -65,7 +82,7 @@ class PackageSpace:
         built = self.envs.build(self.requirements(applied))
         if self.report is not None:
             mine = [f.name for f in self.package_factors if f.name in applied]
-            self.report(", ".join(mine) if mine else "the good environment", built)
+            self.report(EnvironmentBuilt.of(", ".join(mine) if mine else "the good environment", built))
         return built
 
 

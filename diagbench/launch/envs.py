@@ -63,6 +63,14 @@ class Built:
     def python(self) -> Path:
         return self.path / "bin" / "python"
 
+    @property
+    def refusal(self) -> str:
+        """The line of uv's answer that says why it does not install ('' when it did)."""
+        if self.ok:
+            return ""
+        lines = self.error.splitlines() or ["it did not install"]
+        return next((line for line in lines if "depends on" in line), lines[-1]).replace("cause: ", "").strip()
+
 
 class EnvCache:
     """The folder of built environments, one per (base interpreter, requirement set)."""

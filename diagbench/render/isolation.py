@@ -14,9 +14,9 @@ from rich.text import Text
 
 from diagbench.execute.slots import Slot
 from diagbench.isolate.factors import Factor, FactorKind
+from diagbench.isolate.packages import EnvironmentBuilt
 from diagbench.isolate.record import Isolation, Status, Step
 from diagbench.isolate.search import Result
-from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.fit import Column, fit
@@ -162,15 +162,13 @@ def _culprit_lines(isolation: Isolation) -> list[tuple[str, str]]:
     return lines
 
 
-def build_line(what: str, built: Built) -> str:
+def build_line(built: EnvironmentBuilt) -> str:
     """One probe environment as it is built: `environment (urllib3): built in 1.4 s`."""
     if built.ok:
         how = "found in the cache" if built.cached else f"built in {built.seconds:.1f} s"
     else:
-        lines = built.error.splitlines() or ["it did not install"]
-        first = next((line for line in lines if "depends on" in line), lines[-1]).replace("cause: ", "")
-        how = f"does not install{' (known from the cache)' if built.cached else ''}: {first.strip()}"
-    return f"environment ({what}): {how}"
+        how = f"does not install{' (known from the cache)' if built.cached else ''}: {built.refusal}"
+    return f"environment ({built.what}): {how}"
 
 
 class IsolationProgress:

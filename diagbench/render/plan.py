@@ -17,6 +17,8 @@ from diagbench.sensitive import REDACTED
 from diagbench.spec.plan import Plan
 from diagbench.vocab import TextOrJson, assert_never
 
+_NO_STALL = "off (server.stall or --stall D ends a silent, idle attempt early)"
+
 
 def plan_as(
     plan: Plan, format: TextOrJson, environment: Mapping[str, Any] | None = None, width: int | None = None
@@ -42,7 +44,7 @@ def render_plan(plan: Plan, environment: Mapping[str, Any] | None = None) -> str
             if plan.fresh_caches
             else "shared between cells (server.fresh_caches: true isolates them)"
         ),
-        f"stall: {_stall_words(plan.stall_s)}",
+        f"stall: {plan.stall_rule or _NO_STALL}",
         f"stacks: {_stacks_words(plan.stacks)}",
     ]
     lines += [f"warning: {w}" for w in plan.warnings]
@@ -91,7 +93,7 @@ def plan_json(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:
         "grace_s": plan.grace_s,
         "fresh_caches": list(plan.fresh_caches),
         "stall_s": plan.stall_s,
-        "stall_rule": _stall_words(plan.stall_s) if plan.stall_s else None,
+        "stall_rule": plan.stall_rule,
         "stacks": plan.stacks,
         "slots": plan.slots,
         "cells": [
@@ -124,12 +126,6 @@ def _ready(plan: Plan) -> str:
     )
     ready = ready or "a ready line of the packs " + ", ".join(plan.packs)
     return ready + (f", then {plan.ready_request}" if plan.ready_request else "")
-
-
-def _stall_words(stall: float | None) -> str:
-    from diagbench.launch.stall import rule_words
-
-    return rule_words(stall) if stall else "off (server.stall or --stall D ends a silent, idle attempt early)"
 
 
 def _stacks_words(stacks: str) -> str:

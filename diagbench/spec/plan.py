@@ -79,5 +79,6 @@ class Plan:
     gpus_in_use: bool = False
     launch_order: tuple[OrderedAttempt, ...] | None = None  # with --stop-when-decided only
     stall_s: float | None = None  # server.stall (or --stall)
+    stall_rule: str | None = None  # what counts as a stall, in words (launch/stall.py says), with stall_s
     stacks: str = "on-timeout"  # when stacks are taken, or faulthandler
     warnings: tuple[str, ...] = ()  # what the spec likely gets wrong (no ready rule a server of unknown kind prints)
