@@ -24,7 +24,7 @@ from diagbench.execute.slots import Slot
 from diagbench.execute.slurm.jobs import SlurmSettings
 from diagbench.execute.slurm.probe import check_cluster
 from diagbench.records.record import AttemptRecord
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.executor import ExecutorSpec
 from diagbench.spec.load import load_spec
 from diagbench.spec.plan import PlannedAttempt
 
@@ -89,7 +89,7 @@ def bare_jobs(folder: Path, n: int, command: str) -> list[float]:
 
 def probe_times(folder: Path, n: int) -> list[float]:
     """The check every Slurm run starts with: would Slurm take the jobs, does a node see the folder."""
-    settings = SlurmSettings.of(ExecutorSpec(kind=ExecutorKind.SLURM), load_spec(DEMO).server)
+    settings = SlurmSettings.of(ExecutorSpec(kind="slurm"), load_spec(DEMO).server)
     times = []
     for _ in range(n):
         t0 = time.monotonic()
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each way")
     args = parser.parse_args(argv)
-    slurm = ExecutorSpec(kind=ExecutorKind.SLURM)
+    slurm = ExecutorSpec(kind="slurm")
     local = ExecutorSpec()
     ways: dict[str, tuple[int | None, ExecutorSpec]] = {
         "local, one at a time (default)": (None, local),
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                 walls[name].append(wall)
                 seen = str(([r.label for r in result.records], [(v.id, v.verdict.value) for v in result.verdicts]))
                 labels.setdefault(seen, []).append(name)
-                q, b = overheads(result, clock, executor.kind is ExecutorKind.SLURM)
+                q, b = overheads(result, clock, executor.kind == "slurm")
                 queued += q
                 beyond[name] += b
         bare = bare_jobs(Path(tmp), 6, "date +%s.%N")

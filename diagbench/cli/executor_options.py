@@ -1,4 +1,4 @@
-"""`--executor KIND` and every executor plugin's own options (`--slurm-partition`, ...), made
+"""`--executor KIND` and every executor plugin's own options (`--KIND-...`), made
 from the registry (execute/executors.py): a command decorated here takes them as one
 `where: ExecutorSpec`, the settings the command line asked for."""
 
@@ -64,7 +64,7 @@ def with_executor_options(command: Callable[..., None]) -> Callable[..., None]:
         from diagbench.spec.executor import command_line_settings
 
         kind = kwargs.pop("executor", None)
-        values = {o.key: kwargs.pop(_name(o.flag), None) for _, o in all_options()}
+        values = {o.key: (o.flag, kwargs.pop(_name(o.flag), None)) for _, o in all_options()}
         where = guarded(lambda: command_line_settings(kind.value if kind else None, values))
         command(*args, **kwargs, where=where)
 

@@ -223,7 +223,7 @@ def _problem(
 ) -> Problem:
     """From a spec's axes, or from two command lines (then the server options are the command line's)."""
     from diagbench.isolate.problem import from_commands, from_spec
-    from diagbench.spec.executor import ExecutorKind
+    from diagbench.spec.executor import LOCAL
     from diagbench.spec.load import load_spec
 
     if spec is None:
@@ -232,7 +232,7 @@ def _problem(
     if extra:
         raise UserError(f"{extra[0]}: only with two command lines; with a spec, its server section says it")
     loaded = load_spec(spec)
-    if loaded.executor.resolved_kind is not ExecutorKind.LOCAL:
+    if loaded.executor.resolved_kind != LOCAL:
         why = f"the spec's executor: {loaded.executor.resolved_kind} applies to diagbench run"
         err.print(f"diagbench: note: isolate launches on this host ({why})", markup=False)
     return from_spec(loaded, good, bad, rules.timeout, rules.grace)

@@ -42,7 +42,7 @@ def run(
     parallel: Annotated[
         int | None,
         typer.Option(
-            min=1, metavar="N", help="cells launched at once (default: one per GPU slot, else 1; on Slurm, all)"
+            min=1, metavar="N", help="cells launched at once (default: one per GPU slot, else 1; on a cluster, all)"
         ),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 unless every hypothesis is supported")] = False,
@@ -137,7 +137,7 @@ def _slots(spec: Spec, where: ExecutorSpec, resume: Path | None, flags: RunFlags
 
     layers = guarded(lambda: requested(spec, where, resume))
     plugin = plugin_for(layers.resolved_kind)
-    notes = guarded(lambda: plugin.notes(spec, layers, where, flags.parallel, gpus_given))  # --gpus on Slurm: refused
+    notes = guarded(lambda: plugin.notes(spec, layers, where, flags.parallel, gpus_given))  # a cluster: no --gpus
     slots = guarded(lambda: plugin.slots(spec, None, flags.gpus, flags.parallel, 0))
     for note in [*slots.notes, *notes]:
         err.print(f"diagbench: note: {note}", markup=False)

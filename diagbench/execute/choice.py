@@ -1,21 +1,21 @@
 """Which executor runs the attempts: the command line over a resumed run's choice over the
-spec's `executor:`, over the default (this host). Slurm is checked before anything is written."""
+spec's `executor:`, over the default (this host). The kind's plugin reads and checks its own
+settings here, before anything is written; nothing here knows any kind but local."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from diagbench.errors import RecordError, UserError
-from diagbench.execute.executors import owner_of, plugin_for
+from diagbench.execute.executors import kinds, owner_of, plugin_for
 from diagbench.execute.plugin import Build, ExecutorPlugin, Settled
 from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import SlotPlan
-from diagbench.records.redact import Redactor
 from diagbench.records.store import read_manifest
-from diagbench.sensitive import REDACTED
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.executor import LOCAL, ExecutorSpec, Setting
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 
@@ -36,11 +36,8 @@ class Placement:
         return plugin_for(self.kind)
 
     def to_json(self) -> dict[str, Any]:
-        """The executor and its options, for the manifest."""
-        data = self.spec.to_json()
-        secrets = Redactor.of(argvs=[self.spec.args])  # `--export=HF_TOKEN=...` is an sbatch option too
-        data["args"], data["setup"] = secrets.argv(self.spec.args), [secrets.log(line) for line in self.spec.setup]
-        return {**data, **self.settled.recorded}
+        """The executor and its options, for the manifest (its plugin blanks the secrets)."""
+        return {"kind": self.kind, **self.plugin.recorded(self.spec), **self.settled.recorded}
 
     def slots(
         self, spec: Spec, given: SlotPlan | None, gpus: GpuRequest | None, parallel: int | None, attempts: int
@@ -53,18 +50,52 @@ class Placement:
 
 def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorSpec:
     """The executor settings asked for: the command line's over a resumed run's (or the
-    spec's). Another kind's options are a mistake, said here."""
-    layers = given.over(_resumed(spec, resume, given) if resume is not None else spec.executor)
-    own = plugin_for(layers.resolved_kind).keys
-    for key in layers.given_slurm_options():
-        if key not in own:
-            kind, option = owner_of(key)
-            raise UserError(f"{option} applies to --executor {kind} (add it, or set executor: {kind} in the spec)")
+    spec's), each read by the kind's plugin. A key or option of another kind, or of none, and
+    a value of the wrong shape are mistakes, said here naming their place."""
+    base = _resumed(spec, resume, given) if resume is not None else _of_spec(spec.executor)
+    kind = given.kind or base.kind or LOCAL
+    if base.kind not in (None, kind):
+        base = ExecutorSpec()  # the command line chose another kind: the settings for this one are not its
+    plugin = _plugin(kind, given.kind_at if given.kind else base.kind_at)
+    layers = given.over(base, frozenset(k.name for k in plugin.keys if k.adds))
+    own = {k.name: k for k in plugin.keys}
+    for name, setting in layers.settings.items():
+        if name not in own:
+            raise _not_its_own(name, setting, kind, list(own))
+        own[name].read(setting)  # its shape, checked now
     return layers
 
 
+def _plugin(kind: str, written: Setting | None) -> ExecutorPlugin:
+    from diagbench.yamlsrc import suggest
+
+    if kind not in kinds() and written is not None:
+        raise written.error(f"unknown executor '{kind}'", suggest(kind, kinds()))
+    return plugin_for(kind)
+
+
+def _of_spec(executor: ExecutorSpec) -> ExecutorSpec:
+    """The spec's settings; a mapping without `kind` is the one kind whose keys it gives."""
+    if executor.kind is not None or not executor.settings:
+        return executor
+    owners = {owner_of(name)[0] for name in executor.settings}
+    kind = owners.pop() if len(owners) == 1 and "?" not in owners else None
+    return replace(executor, kind=kind) if kind is not None else executor
+
+
+def _not_its_own(name: str, setting: Setting, kind: str, own: list[str]) -> UserError:
+    from diagbench.yamlsrc import suggest
+
+    owner, _ = owner_of(name)
+    if setting.path.startswith("--"):
+        return UserError(f"{setting.path} applies to --executor {owner} (add it, or set executor: {owner} in the spec)")
+    if owner != "?":
+        return setting.error(f"'{name}' applies to kind: {owner} only", f"set kind: {owner}, or remove it")
+    return setting.error(f"unknown key '{name}'", suggest(name, own) if own else f"executor {kind} takes none")
+
+
 def place(spec: Spec, given: ExecutorSpec, runs_dir: Path, resume: Path | None) -> Placement:
-    """Settle the executor, checked by its plugin (Slurm: the options, and that a node sees `runs_dir`)."""
+    """Settle the executor, checked by its plugin (a cluster's: its options, and that a node sees `runs_dir`)."""
     layers = requested(spec, given, resume)
     return Placement(
         layers, plugin_for(layers.resolved_kind).check(spec, layers, resume.parent if resume else runs_dir)
@@ -80,29 +111,17 @@ def executor_notes(
 
 
 def _resumed(spec: Spec, run: Path, given: ExecutorSpec) -> ExecutorSpec:
-    """The executor a run was started with, its secrets back: the spec's own settings come from
-    the spec (its sha256 is the run's: they are exact), what the first command line added
-    from the manifest, which blanked its secrets: those must be given again."""
+    """The executor a run was started with, its secrets back (its plugin says how)."""
     recorded = _recorded(run)
-    if (given.kind or recorded.resolved_kind) == ExecutorKind.LOCAL:
-        return ExecutorSpec(ExecutorKind.LOCAL)  # it runs here: the spec's Slurm settings are not for it
-    own = spec.executor
-    added = recorded.args[len(own.args) :]  # recorded: the spec's args, then the command line's
-    if any(REDACTED in arg for arg in added):
-        if not given.args:
-            shown = " ".join(f"--slurm-arg={arg}" for arg in added)
-            raise UserError(
-                f"{run}: the recorded executor settings hold redacted secrets ({shown}): give the spec again, "
-                "with those --slurm-arg options in full"
-            )
-        added = ()  # given again: this command line's take their place
-    args = (*own.args, *added)
-    return ExecutorSpec(recorded.kind, recorded.partition, args, recorded.time, own.setup, recorded.python)
+    kind = given.kind or str(recorded.get("kind") or LOCAL)
+    if kind == LOCAL:
+        return ExecutorSpec(LOCAL)  # it runs here: the spec's settings for another kind are not for it
+    return _plugin(kind, None).resumed(spec, recorded, given, run)
 
 
-def _recorded(run: Path) -> ExecutorSpec:
-    """The executor a run was started with (an older run without one ran here)."""
+def _recorded(run: Path) -> Mapping[str, Any]:
+    """The executor settings a run was started with (an older run without them ran here)."""
     try:
-        return read_manifest(run).settings.executor_spec
+        return read_manifest(run).settings.executor or {"kind": LOCAL}
     except (RecordError, ValueError, TypeError):
-        return ExecutorSpec()
+        return {"kind": LOCAL}

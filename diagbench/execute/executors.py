@@ -1,8 +1,11 @@
-"""Executors as plugins: a registry from kind (`local`, `slurm`) to the plugin that provides
-its command-line options, its checks, its slots and notes, and how to build its `Executor`.
+"""Executors as plugins: a registry from kind (`local`, `slurm`, `ray`) to the plugin that
+owns its spec keys and command-line options, its checks, slots and notes, how to build its
+`Executor`, how a run of it is resumed, and the worker its jobs run.
 
-`run`, `plan` and `isolate` place attempts only through this registry (execute/choice.py);
-a new kind (Kubernetes Jobs, Ray) is one plugin registered here, see docs/executors.md.
+`run`, `plan` and `isolate` place attempts only through this registry (execute/choice.py), the
+command line makes its options from it (cli/executor_options.py), and the hidden `worker`
+command dispatches through it. This is the one module outside the plugins that names a kind
+(besides local): a new kind is one plugin registered here, see docs/executors.md.
 """
 
 from __future__ import annotations
@@ -11,15 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from diagbench.errors import UserError
-from diagbench.execute.plugin import Settled
+from diagbench.execute.plugin import PluginBase, Settled
 from diagbench.execute.slurm.plugin import SlurmPlugin
-from diagbench.spec.executor import ExecutorKind
+from diagbench.spec.executor import LOCAL
 
 if TYPE_CHECKING:  # the command line builds its options from this registry: it stays light to import
     from diagbench.execute.plugin import Build, ExecutorOption, ExecutorPlugin
     from diagbench.execute.scheduler import Executor
     from diagbench.execute.slots import SlotPlan
-    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.records.record import AttemptRecord
+    from diagbench.spec.executor import ExecutorKey, ExecutorSpec
     from diagbench.spec.gpus import GpuRequest
     from diagbench.spec.load import Spec
 
@@ -45,7 +49,7 @@ def plugin_for(kind: str) -> ExecutorPlugin:
 def on_this_host(kind: str | None) -> bool:
     """Whether a run of this kind (None: from before kinds were recorded, local) ran on this
     host; a kind not registered here is taken to have run elsewhere."""
-    plugin = _REGISTRY.get(kind or ExecutorKind.LOCAL.value)
+    plugin = _REGISTRY.get(kind or LOCAL)
     return plugin is not None and plugin.on_this_host
 
 
@@ -60,17 +64,22 @@ def all_options() -> tuple[tuple[str, ExecutorOption], ...]:
 
 def owner_of(key: str) -> tuple[str, str]:
     """The kind whose setting `key` is, and how the user gives it (its option, else the spec's key)."""
-    kind = next((k for k, p in _REGISTRY.items() if key in p.keys), "?")
+    kind = next((name for name, p in _REGISTRY.items() if key in (k.name for k in p.keys)), "?")
     flag = next((o.flag for k, o in all_options() if o.key == key), "executor options")
     return kind, flag
 
 
-class LocalPlugin:
+def run_worker(kind: str, run_dir: Path, attempt: str) -> AttemptRecord:
+    """`diagbench worker`: the attempt run by the worker of the kind whose job this is."""
+    return plugin_for(kind).worker(run_dir, attempt)
+
+
+class LocalPlugin(PluginBase):
     """Attempts as process trees on this host (execute/local.py)."""
 
-    kind: str = ExecutorKind.LOCAL.value
+    kind: str = LOCAL
     on_this_host: bool = True
-    keys: tuple[str, ...] = ()
+    keys: tuple[ExecutorKey, ...] = ()
     options: tuple[ExecutorOption, ...] = ()
 
     def check(self, spec: Spec, layers: ExecutorSpec, folder: Path) -> Settled:

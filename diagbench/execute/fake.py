@@ -14,14 +14,14 @@ from pathlib import Path
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
-from diagbench.execute.plugin import Build, ExecutorOption, Settled
+from diagbench.execute.plugin import Build, ExecutorOption, PluginBase, Settled
 from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import Slot, SlotPlan, plain_slots
 from diagbench.launch.gpu import GpuOffer
 from diagbench.logs.classify import classify_file
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.store import RunDir
-from diagbench.spec.executor import ExecutorSpec
+from diagbench.spec.executor import ExecutorKey, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.plan import PlannedAttempt
@@ -84,14 +84,14 @@ def _with(
 
 
 @dataclass
-class FakePlugin:
+class FakePlugin(PluginBase):
     """`kind: fake`: attempts run by FakeExecutor, as many at once as --parallel says (default all)."""
 
     logs: Logs
     seconds: float = 0.0
     kind: str = FAKE
     on_this_host: bool = True
-    keys: tuple[str, ...] = ()
+    keys: tuple[ExecutorKey, ...] = ()
     options: tuple[ExecutorOption, ...] = field(default=())
 
     def check(self, spec: Spec, layers: ExecutorSpec, folder: Path) -> Settled:

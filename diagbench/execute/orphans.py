@@ -118,7 +118,7 @@ def _last_holder(run_dir: Path) -> int | None:
 
 
 def _planned(run_dir: Path) -> dict[str, PlannedEntry]:
-    """The attempts the manifest plans, by name; none for a Slurm run, whose jobs may still
+    """The attempts the manifest plans, by name; none for a run of a cluster's executor, whose jobs may still
     run on the cluster and write their own records after diagbench died."""
     try:
         manifest = read_manifest(run_dir)

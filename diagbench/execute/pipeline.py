@@ -62,7 +62,7 @@ class RunOptions:
     run_id: str | None = None
     only: tuple[str, ...] = ()
     repeat: int = 1
-    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs); on Slurm, all
+    parallel: int | None = None  # attempts at once; None: one per GPU slot (one without GPUs); on a cluster, all
     resume: Path | None = None  # an interrupted run directory to finish
     gpus: GpuRequest | None = None  # None: the spec's `gpus:`, else every visible GPU
     stop_when_decided: bool = False  # skip attempts that can no longer change a verdict or an expect
@@ -79,7 +79,7 @@ def execute(
 ) -> RunResult:
     """The run pipeline: select cells, plan, open the run, pre-register, launch, judge.
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
-    placement = place(spec, options.executor, options.runs_dir, options.resume)  # Slurm: checked here
+    placement = place(spec, options.executor, options.runs_dir, options.resume)  # a cluster: checked here
     check_decision_options(spec, options.stop_when_decided, options.fail_fast)
     slots: SlotPlan | None = None
     if options.resume is not None:

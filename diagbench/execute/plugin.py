@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from diagbench.errors import UserError
+from diagbench.spec.executor import ExecutorKey, ExecutorSpec, Setting
+
 if TYPE_CHECKING:  # every command line reads the plugins' options: it must not load the scheduler
     from diagbench.execute.scheduler import Executor, Gate
     from diagbench.execute.slots import SlotPlan
     from diagbench.records.record import AttemptRecord
     from diagbench.records.store import RunDir
-    from diagbench.spec.executor import ExecutorSpec
     from diagbench.spec.gpus import GpuRequest
     from diagbench.spec.load import Spec
     from diagbench.spec.plan import PlannedAttempt
@@ -23,11 +25,11 @@ if TYPE_CHECKING:  # every command line reads the plugins' options: it must not 
 class ExecutorOption:
     """One command-line option of a kind, and the `executor:` key of the spec it layers over."""
 
-    flag: str  # `--slurm-partition`
-    key: str  # the ExecutorSpec field (and spec key) it sets: `partition`
+    flag: str  # `--KIND-...`
+    key: str  # the spec key (its plugin's ExecutorKey) it sets
     metavar: str
     help: str
-    many: bool = False  # repeatable: each one adds (`--slurm-arg`)
+    many: bool = False  # repeatable: each one adds
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class ExecutorPlugin(Protocol):
 
     kind: str
     on_this_host: bool  # its attempts are this host's process trees (they die with their diagbench)
-    keys: tuple[str, ...]  # its keys under the spec's `executor:` (besides `kind`)
+    keys: tuple[ExecutorKey, ...]  # its keys under the spec's `executor:` (besides `kind`)
     options: tuple[ExecutorOption, ...]  # its command-line options, each over one of those keys
 
     def check(self, spec: Spec, layers: ExecutorSpec, folder: Path) -> Settled:
@@ -81,3 +83,59 @@ class ExecutorPlugin(Protocol):
     def build(self, run: Build) -> Executor:
         """The Executor that runs this run's attempts."""
         ...
+
+    def recorded(self, layers: ExecutorSpec) -> dict[str, Any]:
+        """Its settings as the manifest's `options.executor` keeps them (beside `kind`), secrets blanked."""
+        ...
+
+    def resumed(self, spec: Spec, recorded: Mapping[str, Any], given: ExecutorSpec, run: Path) -> ExecutorSpec:
+        """The settings to finish `run` with, from what `recorded` kept (the spec's own, exact,
+        from `spec`); a blanked secret must be given again (`given`), else a UserError says so."""
+        ...
+
+    def worker(self, run_dir: Path, attempt: str) -> AttemptRecord:
+        """`diagbench worker RUN_DIR ATTEMPT` where its job runs: the attempt, recorded."""
+        ...
+
+
+class PluginBase:
+    """What most plugins share: their settings recorded as given (secrets blanked), resumed
+    from the spec and the record, and no worker (an executor that runs one overrides it)."""
+
+    kind: str
+    keys: tuple[ExecutorKey, ...] = ()
+
+    def recorded(self, layers: ExecutorSpec) -> dict[str, Any]:
+        from diagbench.records.redact import Redactor
+
+        secrets = Redactor.of(argvs=[_words(s.value) for s in layers.settings.values()])
+        return {key: _blanked(secrets, s.value) for key, s in layers.settings.items()}
+
+    def resumed(self, spec: Spec, recorded: Mapping[str, Any], given: ExecutorSpec, run: Path) -> ExecutorSpec:
+        from diagbench.sensitive import REDACTED
+
+        own = spec.executor.settings
+        settings: dict[str, Setting] = {}
+        for key in (k.name for k in self.keys):
+            if key in own:
+                settings[key] = own[key]  # the spec's own: exact (the manifest's copy is blanked)
+            elif key in recorded and recorded[key] not in (None, [], ""):
+                value = recorded[key]
+                if REDACTED in str(value) and key not in given.settings:
+                    flag = next((o.flag for o in getattr(self, "options", ()) if o.key == key), f"executor.{key}")
+                    raise UserError(f"{run}: the recorded {flag} holds a redacted secret: give {flag} again in full")
+                settings[key] = Setting(value, f"{run}/manifest.json: options.executor.{key}")
+        return ExecutorSpec(self.kind, settings)
+
+    def worker(self, run_dir: Path, attempt: str) -> AttemptRecord:
+        raise UserError(f"executor '{self.kind}' runs no worker: its attempts run where diagbench runs")
+
+
+def _words(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def _blanked(secrets: Any, value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return secrets.argv([str(v) for v in value])
+    return secrets.log(str(value)) if isinstance(value, str) else value

@@ -130,5 +130,5 @@ def _plan_fixed(run: Path, option: str, was: str) -> None:
 def _gpus(options: RunSettings) -> GpuRequest | None:
     """The GPUs the run handed out, as a list (none: `--gpus none`), or None where not recorded."""
     if not on_this_host(options.executor_kind):
-        return None  # a Slurm run's GPUs were the cluster's to hand out, not this host's
+        return None  # a cluster run's GPUs were the cluster's to hand out, not this host's
     return options.gpu_request

@@ -1,7 +1,7 @@
 """Many attempts over a few slots: launch in plan order as slots free up, ask the gate
 before each launch, record each the moment it ends, and stop cleanly on Ctrl-C.
 
-Where an attempt runs is the executor's business (this host, a Slurm job); the
+Where an attempt runs is the executor's business (this host, a cluster's job); the
 scheduler only owns order, concurrency and the records of what never ran.
 
 Stopping: `cancel` set (a signal, or a record that could not be written) launches

@@ -102,22 +102,23 @@ def plan_slots(
     return SlotPlan(slots, per, offer, tuple(notes))
 
 
-def queue_slots(server: ServerSpec, parallel: int | None, attempts: int) -> SlotPlan:
-    """A Slurm run's slots: plain ones (the cluster hands out GPUs), one per attempt unless
-    `parallel` caps the jobs in the queue; one where server.port is fixed (jobs may share a node)."""
+def queue_slots(server: ServerSpec, parallel: int | None, attempts: int, offer: str, cluster: str) -> SlotPlan:
+    """A cluster's slots: plain ones (the cluster hands out GPUs), one per attempt unless
+    `parallel` caps the jobs in the queue; one where server.port is fixed (jobs may share a
+    node). `offer`: how the cluster is asked for GPUs; `cluster`: its name, in the notes."""
     per = server.gpus or 0
-    offer = GpuOffer((), f"Slurm: --gres=gpu:{per} per job" if per else "Slurm: no GPU asked")
     count = _concurrency(server, parallel, attempts)
-    return SlotPlan(tuple(plain_slots(count)), per, offer, tuple(queue_notes(server, parallel)))
+    notes = tuple(queue_notes(server, parallel, cluster))
+    return SlotPlan(tuple(plain_slots(count)), per, GpuOffer((), offer), notes)
 
 
-def queue_notes(server: ServerSpec, parallel: int | None) -> list[str]:
-    """What a Slurm run's user hears before the first job: a fixed port holds the jobs to one
+def queue_notes(server: ServerSpec, parallel: int | None, cluster: str) -> list[str]:
+    """What a cluster run's user hears before the first job: a fixed port holds the jobs to one
     at a time, as it does here (exit 2 for --parallel above 1)."""
     _concurrency(server, parallel, 1)
     if server.port is None or parallel is not None:
         return []
-    why = "Slurm may put jobs on one node; port: auto submits them all at once"
+    why = f"{cluster} may put jobs on one node; port: auto submits them all at once"
     return [f"server.port is fixed ({server.port}): one attempt at a time ({why})"]
 
 

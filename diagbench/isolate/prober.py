@@ -25,7 +25,7 @@ from diagbench.launch.envs import Built
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor
 from diagbench.records.store import RunDir, write_json
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.executor import LOCAL, ExecutorSpec
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
@@ -54,7 +54,7 @@ class IsolateOptions:
     slots: SlotPlan | None = None  # resolved already (the CLI does, to show its notes first)
     # where the probes run, placed as `run` places attempts; on this host: a probe's cell is made
     # during the search, and a remote worker finds its cell in the spec file
-    executor: ExecutorSpec = field(default_factory=lambda: ExecutorSpec(ExecutorKind.LOCAL))
+    executor: ExecutorSpec = field(default_factory=lambda: ExecutorSpec(LOCAL))
 
 
 class IsolateEvents(RunEvents, Protocol):

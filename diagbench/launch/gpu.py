@@ -163,7 +163,7 @@ def _listed(ids: tuple[str, ...], environ: Mapping[str, str], gpus: Sequence[Gpu
 
 def _outside_inherited(ids: Sequence[str], inherited: str | None, gpus: Sequence[Gpu] | None) -> str | None:
     """A listed GPU outside an inherited CUDA_VISIBLE_DEVICES, said: `--gpus` names the host's
-    GPUs, and each attempt's CUDA_VISIBLE_DEVICES replaces the inherited one (a Slurm job's
+    GPUs, and each attempt's CUDA_VISIBLE_DEVICES replaces the inherited one (a batch job's
     `--gpus 0,1` under CUDA_VISIBLE_DEVICES=2,3 would run on another job's GPUs)."""
     if inherited is None:
         return None

@@ -32,7 +32,7 @@ from diagbench.launch.shared import Unusable, open_folder, open_lock
 from diagbench.safetext import one_line
 
 # Ports are the host's, so every diagbench on it must find the same folder, whatever its
-# TMPDIR (a Slurm job's, a CI job's, macOS's per-user one) or its user: /tmp is that place
+# TMPDIR (a batch job's, a CI job's, macOS's per-user one) or its user: /tmp is that place
 # on every Unix. XDG_RUNTIME_DIR is per user, and /dev/shm is not on every system.
 LEASE_DIR = Path("/tmp") / "diagbench-ports"
 AUTO_TRIES = 100  # the kernel hands out ports at random; a hundred held ones in a row is a full host

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from diagbench.errors import RecordError
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
 from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
 from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import CellRow
@@ -103,11 +102,6 @@ class RunSettings:
         """The recorded executor's kind; None for a run from before executors were recorded (local)."""
         kind = self.executor.get("kind") if self.executor is not None else None
         return kind if isinstance(kind, str) else None
-
-    @property
-    def executor_spec(self) -> ExecutorSpec:
-        """The recorded executor settings (an older run without them ran here)."""
-        return ExecutorSpec.from_json(dict(self.executor or {"kind": ExecutorKind.LOCAL.value}))
 
     @property
     def gpu_request(self) -> GpuRequest | None:

@@ -71,7 +71,7 @@ class AttemptRecord:
     gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
-    executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}, and a Slurm job's gpus, queued_s
+    executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}; a cluster job's gpus, queued_s
     cause: dict[str, Any] | None = None  # the root cause the log reader followed: {type, message, line_no}
     stalled: bool = False  # ended early by server.stall: no log line and no work for that long
     stalled_after_s: float | None = None  # the quiet seconds when the stall was decided

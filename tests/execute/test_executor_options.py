@@ -15,27 +15,51 @@ from typing import Any
 
 import pytest
 
-from conftest import fake_command, run_cli, wait_until, write_spec
+from conftest import fake_command, run_cli, unique_id, wait_until, write_spec
 from diagbench.errors import SpecError, UserError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.choice import executor_notes, requested
 from diagbench.execute.events import QuietEvents
 from diagbench.execute.remote import follow
 from diagbench.execute.remote.files import JobFile, Progress
-from diagbench.execute.slots import queue_notes, queue_slots
+from diagbench.execute.slots import queue_notes
 from diagbench.execute.slurm.commands import JobState, limit_seconds, parse_queue, parse_sacct
 from diagbench.execute.slurm.executor import Turnstile
 from diagbench.execute.slurm.jobs import SlurmSettings, job_script, walltime
 from diagbench.execute.slurm.probe import probe_options
 from diagbench.execute.slurm.queue import SlurmQueue
 from diagbench.launch.process import sweep_tagged
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec, command_line_executor
+from diagbench.spec.executor import LOCAL, ExecutorSpec, command_line_settings
 from diagbench.spec.load import load_spec
 from diagbench.spec.plan import plan_attempts
 from diagbench.vocab import Outcome
 from diagbench.yamlsrc import write_duration
 
 READY = "The server is fired up and ready to roll!"
+
+
+def command_line_executor(
+    kind: str | None, partition: str | None, args: list[str] | None, time: str | None
+) -> ExecutorSpec:
+    """`--executor`, `--slurm-partition`, `--slurm-arg`, `--slurm-time` as the command line gives them."""
+    values = {
+        "partition": ("--slurm-partition", partition),
+        "args": ("--slurm-arg", args),
+        "time": ("--slurm-time", time),
+    }
+    return command_line_settings(kind, values)
+
+
+def typed(spec: ExecutorSpec) -> tuple[str, dict[str, object]]:
+    """A layer's kind and its Slurm settings as the plugin reads them."""
+    from diagbench.execute.slurm.plugin import SlurmPlugin
+
+    return spec.resolved_kind, {k.name: spec.read(k) for k in SlurmPlugin.keys if k.name in spec.settings}
+
+
+def slurm(partition=None, args=(), time=None, setup=()) -> tuple[str, dict[str, object]]:
+    given = {"partition": partition, "args": tuple(args), "time": time, "setup": tuple(setup)}
+    return "slurm", {k: v for k, v in given.items() if v}
 
 
 def spec_with(tmp_path: Path, executor: str) -> Path:
@@ -49,16 +73,17 @@ def spec_with(tmp_path: Path, executor: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("executor: slurm\n", ExecutorSpec(kind=ExecutorKind.SLURM)),
-        ("executor: local\n", ExecutorSpec(kind=ExecutorKind.LOCAL)),
+        ("executor: slurm\n", slurm()),
+        ("executor: local\n", (LOCAL, {})),
         (
             "executor:\n  partition: gpu\n  args: [--qos=high, --account=ml]\n  time: 90m\n  setup: module load x\n",
-            ExecutorSpec(ExecutorKind.SLURM, "gpu", ("--qos=high", "--account=ml"), 5400.0, ("module load x",)),
+            slurm("gpu", ("--qos=high", "--account=ml"), 5400.0, ("module load x",)),
         ),
     ],
 )
-def test_the_spec_names_the_executor(tmp_path: Path, text: str, expected: ExecutorSpec) -> None:
-    assert load_spec(spec_with(tmp_path, text)).executor == expected
+def test_the_spec_names_the_executor(tmp_path: Path, text: str, expected: tuple[str, dict[str, object]]) -> None:
+    spec = load_spec(spec_with(tmp_path, text))
+    assert typed(requested(spec, ExecutorSpec(), None)) == expected
 
 
 @pytest.mark.parametrize(
@@ -80,23 +105,29 @@ def test_the_spec_names_the_executor(tmp_path: Path, text: str, expected: Execut
     ],
 )
 def test_executor_mistakes_name_their_place(tmp_path: Path, text: str, message: str) -> None:
+    """Found before anything runs (the kind's plugin reads its keys), naming file:line and field."""
     with pytest.raises(SpecError) as caught:
-        load_spec(spec_with(tmp_path, text))
+        requested(load_spec(spec_with(tmp_path, text)), ExecutorSpec(), None)
     assert str(caught.value).endswith(message)
 
 
-def test_the_command_line_wins_and_its_sbatch_options_come_last() -> None:
-    spec = ExecutorSpec(ExecutorKind.SLURM, "cpu", ("--qos=low",), 600.0, ("module load x",))
-    merged = command_line_executor(None, "gpu", ["--qos=high"], "2h").over(spec)
-    assert merged == ExecutorSpec(ExecutorKind.SLURM, "gpu", ("--qos=low", "--qos=high"), 7200.0, ("module load x",))
-    assert command_line_executor("local", None, None, None).over(spec).resolved_kind is ExecutorKind.LOCAL
-    with pytest.raises(UserError, match=r"--slurm-time: expected a positive duration like 90m or 2h, got 'x'"):
-        command_line_executor("slurm", None, None, "x")
+def test_the_command_line_wins_and_its_sbatch_options_come_last(tmp_path: Path) -> None:
+    spec = load_spec(
+        spec_with(
+            tmp_path, "executor: {kind: slurm, partition: cpu, args: [--qos=low], time: 10m, setup: module load x}\n"
+        )
+    )
+    merged = requested(spec, command_line_executor(None, "gpu", ["--qos=high"], "2h"), None)
+    assert typed(merged) == slurm("gpu", ("--qos=low", "--qos=high"), 7200.0, ("module load x",))
+    assert requested(spec, command_line_executor("local", None, None, None), None).resolved_kind == LOCAL
+    with pytest.raises(UserError, match=r"^--slurm-time: expected a positive duration like 90s, 8m or 1h, got 'x'$"):
+        requested(spec, command_line_executor("slurm", None, None, "x"), None)
 
 
 def test_a_job_asks_for_the_walltime_the_gpus_and_the_users_options_last(tmp_path: Path) -> None:
     server = load_spec(spec_with(tmp_path, "")).server  # timeout 5m, grace 10s
-    settings = SlurmSettings.of(ExecutorSpec(ExecutorKind.SLURM, "gpu", ("--time=1:00:00",)), server)
+    given = command_line_executor("slurm", "gpu", ["--time=1:00:00"], None)
+    settings = SlurmSettings.of(given, server)
     assert settings.walltime_s == 300 + 10 + 120
     assert settings.sbatch_options() == ["--time=00:08:00", "--partition=gpu", "--no-requeue", "--time=1:00:00"]
     with_gpus = SlurmSettings(walltime_s=60, gpus=2)
@@ -120,7 +151,7 @@ def test_the_job_script_runs_the_setup_then_execs_the_worker(tmp_path: Path) -> 
     assert script[2:] == [
         "module load cuda",
         "source /opt/venv/bin/activate",
-        "exec python3 -m diagbench worker '/shared/runs/r 1' 001-a-1-r1",
+        "exec python3 -m diagbench worker --kind slurm '/shared/runs/r 1' 001-a-1-r1",
     ]
 
 
@@ -162,7 +193,7 @@ def prepare_attempt(tmp_path: Path, actions: list[str]) -> tuple[Path, str]:
     """A run directory laid out as the Slurm executor leaves it for a job's worker."""
     spec_path = write_spec(tmp_path, {"command": fake_command(*actions), "grace": "3s"})
     spec = load_spec(spec_path)
-    run_dir = tmp_path / "runs" / "r1"
+    run_dir = tmp_path / "runs" / unique_id()  # its own: another worker's test sweeps its own
     cell = spec.cells[0]
     attempt = f"{cell.index:03d}-{cell.slug}-r1"
     folder = run_dir / "cells" / attempt
@@ -175,7 +206,7 @@ def prepare_attempt(tmp_path: Path, actions: list[str]) -> tuple[Path, str]:
 def test_the_worker_runs_its_attempt_and_records_where(tmp_path: Path) -> None:
     run_dir, attempt = prepare_attempt(tmp_path, [f"out={READY}", "hang"])
     env = {"SLURM_JOB_ID": "77", "SLURMD_NODENAME": "node7", "CUDA_VISIBLE_DEVICES": "2,3"}
-    out = run_cli("worker", str(run_dir), attempt, env=env)
+    out = run_cli("worker", "--kind", "slurm", str(run_dir), attempt, env=env)
     assert out.returncode == 0, out.stderr
     record = json.loads((run_dir / "cells" / attempt / "result.json").read_text())
     assert record["outcome"] == "ready"
@@ -184,14 +215,14 @@ def test_the_worker_runs_its_attempt_and_records_where(tmp_path: Path) -> None:
     assert record["executor"]["queued_s"] >= 0
     progress = json.loads((run_dir / "cells" / attempt / "progress.json").read_text())
     assert progress["job_id"] == "77" and progress["node"] == "node7"
-    assert sweep_tagged("r1") == []
+    assert sweep_tagged(run_dir) == []
 
 
 def test_sigterm_to_the_worker_tears_its_server_down_and_records_cancelled(tmp_path: Path) -> None:
     # "loading" is printed once SIGTERM is ignored: the signal below always finds it so
     run_dir, attempt = prepare_attempt(tmp_path, ["ignore-term", "out=loading", "hang"])
     worker = subprocess.Popen(
-        [sys.executable, "-m", "diagbench", "worker", str(run_dir), attempt],
+        [sys.executable, "-m", "diagbench", "worker", "--kind", "slurm", str(run_dir), attempt],
         env={**os.environ, "SLURM_JOB_ID": "78"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -204,13 +235,13 @@ def test_sigterm_to_the_worker_tears_its_server_down_and_records_cancelled(tmp_p
     assert record["outcome"] == "cancelled"
     assert record["reason"] == "stopped by SIGTERM from Slurm (scancel, preemption or the job's time limit)"
     assert [k["signal"] for k in record["killed"]] == ["SIGKILL"]  # it ignored SIGTERM: the worker's grace ran out
-    assert sweep_tagged("r1") == []
+    assert sweep_tagged(run_dir) == []
 
 
 def test_a_worker_that_cannot_read_the_spec_records_a_launch_error(tmp_path: Path) -> None:
     run_dir, attempt = prepare_attempt(tmp_path, [f"out={READY}"])
     (tmp_path / "spec.yaml").write_text((tmp_path / "spec.yaml").read_text() + "\n# edited\n")
-    out = run_cli("worker", str(run_dir), attempt)
+    out = run_cli("worker", "--kind", "slurm", str(run_dir), attempt)
     assert out.returncode == 0, out.stderr
     record = json.loads((run_dir / "cells" / attempt / "result.json").read_text())
     assert record["outcome"] == "launch_error"
@@ -255,29 +286,35 @@ def test_gpus_with_slurm_is_exit_2_before_anything_is_submitted(tmp_path: Path) 
 def test_a_fixed_port_holds_slurm_jobs_to_one_at_a_time_as_here(tmp_path: Path) -> None:
     fixed = load_spec(write_spec(tmp_path, {"command": fake_command("hang"), "port": 18555}))
     auto = load_spec(write_spec(tmp_path, {"command": fake_command("hang")}))
-    assert len(queue_slots(fixed.server, None, 6).slots) == 1
-    assert queue_slots(fixed.server, None, 6).notes == (
+    from diagbench.execute.slurm.plugin import SlurmPlugin
+
+    def slots(spec: Any, parallel: int | None) -> Any:
+        return SlurmPlugin().slots(spec, None, None, parallel, 6)
+
+    assert len(slots(fixed, None).slots) == 1
+    assert slots(fixed, None).notes == (
         "server.port is fixed (18555): one attempt at a time "
         "(Slurm may put jobs on one node; port: auto submits them all at once)",
     )
-    assert len(queue_slots(auto.server, None, 6).slots) == 6 and not queue_slots(auto.server, None, 6).notes
-    assert len(queue_slots(auto.server, 2, 6).slots) == 2
-    assert queue_notes(fixed.server, 1) == []  # asked for one at a time: nothing to tell
+    assert len(slots(auto, None).slots) == 6 and not slots(auto, None).notes
+    assert len(slots(auto, 2).slots) == 2
+    assert queue_notes(fixed.server, 1, "Slurm") == []  # asked for one at a time: nothing to tell
     with pytest.raises(UserError, match=r"^--parallel 2 needs server.port: auto \(cells cannot share port 18555\)$"):
-        queue_notes(fixed.server, 2)
+        queue_notes(fixed.server, 2, "Slurm")
 
 
 def test_a_slurm_time_shorter_than_timeout_and_grace_is_noted(tmp_path: Path) -> None:
     spec = load_spec(spec_with(tmp_path, "executor: {kind: slurm, time: 2m}\n"))  # timeout 5m, grace 10s
     given = command_line_executor(None, None, None, "1m")
-    notes = executor_notes(spec, given.over(spec.executor), given, None, gpus=False)
+    notes = executor_notes(spec, requested(spec, given, None), given, None, gpus=False)
     assert notes == [
         "--slurm-time 1m is shorter than server.timeout + grace (5m10s): an attempt still starting when "
         "Slurm's time limit ends its job is recorded as a timeout"
     ]
-    assert executor_notes(spec, spec.executor, ExecutorSpec(), None, gpus=False)[0].startswith("executor.time: 2m is ")
+    alone = requested(spec, ExecutorSpec(), None)
+    assert executor_notes(spec, alone, ExecutorSpec(), None, gpus=False)[0].startswith("executor.time: 2m is ")
     enough = command_line_executor(None, None, None, "6m")
-    assert executor_notes(spec, enough.over(spec.executor), enough, None, gpus=False) == []
+    assert executor_notes(spec, requested(spec, enough, None), enough, None, gpus=False) == []
     assert [write_duration(s) for s in (0.5, 45, 60, 310, 5400, 7200)] == ["0.5s", "45s", "1m", "5m10s", "90m", "2h"]
 
 
@@ -322,9 +359,7 @@ def test_resume_takes_the_specs_secrets_from_the_spec_never_the_redacted_copy(tm
         "python": None,
     }
     again = requested(spec, ExecutorSpec(), recorded_run(tmp_path / "a", recorded))
-    assert again == ExecutorSpec(
-        ExecutorKind.SLURM, "gpu", ("--qos=high", "--account=ml"), 600.0, (f"export HF_TOKEN={token}",)
-    )
+    assert typed(again) == slurm("gpu", ("--qos=high", "--account=ml"), 600.0, (f"export HF_TOKEN={token}",))
     # a secret the first command line gave is blanked in the manifest: given again, it takes its place
     run = recorded_run(tmp_path / "b", {**recorded, "args": ["--qos=high", "--export=ALL,HF_TOKEN=<redacted>"]})
     with pytest.raises(UserError) as caught:
@@ -334,10 +369,10 @@ def test_resume_takes_the_specs_secrets_from_the_spec_never_the_redacted_copy(tm
         "give the spec again, with those --slurm-arg options in full"
     )
     given = command_line_executor(None, None, [f"--export=ALL,HF_TOKEN={token}"], None)
-    assert requested(spec, given, run).args == ("--qos=high", f"--export=ALL,HF_TOKEN={token}")
+    assert typed(requested(spec, given, run))[1]["args"] == ("--qos=high", f"--export=ALL,HF_TOKEN={token}")
     # resumed where it ran: a run started with --executor local keeps running here
     local = recorded_run(tmp_path / "c", {"kind": "local", "args": [], "setup": []})
-    assert requested(spec, ExecutorSpec(), local) == ExecutorSpec(ExecutorKind.LOCAL)
+    assert typed(requested(spec, ExecutorSpec(), local)) == (LOCAL, {})
 
 
 def test_isolate_says_it_launches_here_when_the_spec_names_slurm(tmp_path: Path) -> None:

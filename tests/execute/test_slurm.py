@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from conftest import wait_gone, wait_until
-from diagbench.spec.executor import ExecutorKind, ExecutorSpec
+from diagbench.spec.executor import ExecutorSpec
 
 pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[2]
-SLURM = ExecutorSpec(kind=ExecutorKind.SLURM)
+SLURM = ExecutorSpec(kind="slurm")
 ACTIVE = ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
 WAIT_S = 120.0  # a shared CI host and a busy queue can be slow; the waits end as soon as things happen
 

@@ -23,7 +23,7 @@ JOB_FILE_VERSION = 1
 
 @dataclass(frozen=True)
 class JobFile:
-    """What the worker needs to find its attempt, and which Slurm job runs it. (The
+    """What the worker needs to find its attempt, and which cluster job runs it. (The
     worker tags its server's tree itself: the tree's owner is the worker, on the node.)"""
 
     attempt: str

@@ -1,6 +1,6 @@
 """Following one submitted job to its record, whatever the scheduler: show where it is, stop
 it when asked or when it can no longer matter, and when it ends without a record, say so in
-the scheduler's words. The scheduler is a `Queue` (Slurm's: execute/slurm/queue.py)."""
+the scheduler's words. The scheduler is a `Queue`, given by its plugin."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ StillMatters = Callable[[PlannedAttempt], "str | None"]
 
 
 class JobState(Protocol):
-    """What the scheduler says of one job (Slurm's: execute/slurm/commands.JobState)."""
+    """What the scheduler says of one job (its plugin's own type)."""
 
     @property
     def state(self) -> str: ...  # the scheduler's word: RUNNING, TIMEOUT, CANCELLED, ...
@@ -58,7 +58,7 @@ class Queue(Protocol):
     """A scheduler, as following a job needs it."""
 
     kind: str  # the executor's kind, in the records it writes
-    name: str  # in messages: "Slurm job 31 ended ..."
+    name: str  # in messages: "<name> job 31 ended ..."
 
     def state(self, job_id: str) -> JobState | None:
         """The job's latest state; None when the scheduler cannot say now (ask again later)."""
@@ -85,7 +85,7 @@ class Queue(Protocol):
         ...
 
     def output_tail(self, folder: Path) -> str:
-        """The last lines the job itself wrote, with where they come from (`slurm.out: ...`)."""
+        """The last lines the job itself wrote, with where they come from (`<file>: ...`)."""
         ...
 
 

@@ -1,6 +1,6 @@
 """The remote side, whatever the scheduler: run one attempt with the very code a local run
 uses, and record it in the shared run directory (`diagbench worker RUN_DIR ATTEMPT`, which
-the scheduler's job runs; its plugin says where it runs: execute/slurm/worker.py)."""
+the scheduler's job runs; its plugin's `worker` says where it runs)."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from diagbench.execute.slurm.keys import ARGS, PARTITION, PYTHON, SETUP, TIME
 from diagbench.spec.executor import ExecutorSpec
 from diagbench.spec.load import ServerSpec
 
@@ -41,12 +42,12 @@ class SlurmSettings:
         # server.gpus comes with GPU slots; a spec without it asks for no GPU
         gpus = getattr(server, "gpus", None) or 0
         return cls(
-            walltime_s=spec.time or server.timeout + server.grace + WALLTIME_MARGIN_S,
+            walltime_s=spec.read(TIME) or server.timeout + server.grace + WALLTIME_MARGIN_S,
             gpus=int(gpus),
-            partition=spec.partition,
-            args=spec.args,
-            setup=spec.setup,
-            python=spec.python or sys.executable,
+            partition=spec.read(PARTITION),
+            args=spec.read(ARGS),
+            setup=spec.read(SETUP),
+            python=spec.read(PYTHON) or sys.executable,
         )
 
     def sbatch_options(self, with_gpus: bool = True, time: str | None = None) -> list[str]:
@@ -79,7 +80,7 @@ def job_name(attempt: str) -> str:
 def job_script(settings: SlurmSettings, run_dir: Path, attempt: str) -> str:
     """The batch script: the user's setup lines, then the worker in the job's place (exec,
     so a signal to the batch step reaches the worker itself)."""
-    worker = shlex.join([settings.python, "-m", "diagbench", "worker", str(run_dir), attempt])
+    worker = shlex.join([settings.python, "-m", "diagbench", "worker", "--kind", "slurm", str(run_dir), attempt])
     return "\n".join(
         [
             "#!/bin/sh",

@@ -3,28 +3,30 @@ one batch job per attempt (execute/slurm/executor.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import UserError
-from diagbench.execute.plugin import ExecutorOption, Settled
-from diagbench.spec.executor import ExecutorKind
+from diagbench.execute.plugin import ExecutorOption, PluginBase, Settled
+from diagbench.execute.slurm.keys import ARGS, KIND, PARTITION, PYTHON, SETUP, TIME
+from diagbench.spec.executor import ExecutorKey, ExecutorSpec, Setting
 
 if TYPE_CHECKING:  # registered for every command line (its options): the rest is loaded when a run uses it
     from diagbench.execute.plugin import Build
     from diagbench.execute.scheduler import Executor
     from diagbench.execute.slots import SlotPlan
-    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.records.record import AttemptRecord
     from diagbench.spec.gpus import GpuRequest
     from diagbench.spec.load import Spec
 
 
-class SlurmPlugin:
+class SlurmPlugin(PluginBase):
     """Attempts as Slurm batch jobs, checked first by a probe job that must see the run directory."""
 
-    kind: str = ExecutorKind.SLURM.value
+    kind: str = KIND
     on_this_host: bool = False
-    keys: tuple[str, ...] = ("partition", "args", "time", "setup", "python")
+    keys: tuple[ExecutorKey, ...] = (PARTITION, ARGS, TIME, SETUP, PYTHON)
     options: tuple[ExecutorOption, ...] = (
         ExecutorOption("--slurm-partition", "partition", "P", "sbatch --partition for every attempt"),
         ExecutorOption("--slurm-arg", "args", "ARG", "one more sbatch option (--slurm-arg=--qos=high)", many=True),
@@ -38,7 +40,7 @@ class SlurmPlugin:
 
         settings = SlurmSettings.of(layers, spec.server)
         node = check_cluster(settings, folder)
-        secrets = Redactor.of(argvs=[layers.args])  # `--export=HF_TOKEN=...` is an sbatch option too
+        secrets = Redactor.of(argvs=[settings.args])  # `--export=HF_TOKEN=...` is an sbatch option too
         return Settled(settings, {"sbatch": secrets.argv(settings.sbatch_options()), "probe_node": node})
 
     def notes(
@@ -53,9 +55,11 @@ class SlurmPlugin:
             )
         notes = []  # the queue's own (a fixed port: one at a time) come with its slots
         needs = spec.server.timeout + spec.server.grace
-        if layers.time is not None and layers.time < needs:
-            spec_said = not given.time and layers.time == spec.executor.time  # a resumed run's: its first --slurm-time
-            where = ("executor.time: " if spec_said else "--slurm-time ") + write_duration(layers.time)
+        time = layers.read(TIME)
+        if time is not None and time < needs:
+            said = layers.settings[TIME.name]
+            flag = said.path.startswith("--") or said.path.endswith("options.executor.time")  # a resumed run's first
+            where = ("--slurm-time " if flag else "executor.time: ") + write_duration(time)
             notes.append(
                 f"{where} is shorter than server.timeout + grace ({write_duration(needs)}): an attempt still starting "
                 "when Slurm's time limit ends its job is recorded as a timeout"
@@ -69,9 +73,58 @@ class SlurmPlugin:
         jobs in the queue (or a fixed port, one)."""
         from diagbench.execute.slots import queue_slots
 
-        return queue_slots(spec.server, parallel, attempts)
+        per = spec.server.gpus or 0
+        offer = f"Slurm: --gres=gpu:{per} per job" if per else "Slurm: no GPU asked"
+        return queue_slots(spec.server, parallel, attempts, offer, "Slurm")
 
     def build(self, run: Build) -> Executor:
         from diagbench.execute.slurm.executor import SlurmExecutor
 
         return SlurmExecutor(run.spec, run.settled.settings, run.run_dir, run.gate, run.done, run.todo)
+
+    def recorded(self, layers: ExecutorSpec) -> dict[str, Any]:
+        """partition, args, time_s, setup, python: as runs have recorded them since the first Slurm release."""
+        from diagbench.records.redact import Redactor
+
+        args, setup = layers.read(ARGS), layers.read(SETUP)
+        secrets = Redactor.of(argvs=[args])  # `--export=HF_TOKEN=...` is an sbatch option too
+        return {
+            "partition": layers.read(PARTITION),
+            "args": secrets.argv(args),
+            "time_s": layers.read(TIME),
+            "setup": [secrets.log(line) for line in setup],
+            "python": layers.read(PYTHON),
+        }
+
+    def resumed(self, spec: Spec, recorded: Mapping[str, Any], given: ExecutorSpec, run: Path) -> ExecutorSpec:
+        """The spec's own settings from the spec (its sha256 is the run's: they are exact), what the
+        first command line added from the manifest, which blanked its secrets: those must be given again."""
+        from diagbench.sensitive import REDACTED
+
+        own = spec.executor.read(ARGS) if spec.executor.kind in (None, KIND) else ()
+        added = [str(a) for a in recorded.get("args") or []][len(own) :]  # the spec's args, then the command line's
+        if any(REDACTED in arg for arg in added):
+            if not given.settings.get(ARGS.name):
+                shown = " ".join(f"--slurm-arg={arg}" for arg in added)
+                raise UserError(
+                    f"{run}: the recorded executor settings hold redacted secrets ({shown}): give the spec again, "
+                    "with those --slurm-arg options in full"
+                )
+            added = []  # given again: this command line's take their place
+        where = f"{run}/manifest.json: options.executor"
+        values = {
+            PARTITION.name: recorded.get("partition"),
+            ARGS.name: [*own, *added],
+            TIME.name: recorded.get("time_s"),
+            SETUP.name: list(spec.executor.read(SETUP)) if spec.executor.kind in (None, KIND) else [],
+            PYTHON.name: recorded.get("python"),
+        }
+        settings = {k: Setting(v, f"{where}.{k}") for k, v in values.items() if v not in (None, [], "")}
+        if spec.executor.kind in (None, KIND):  # the spec's own, as written (its place in messages)
+            settings |= {k: s for k, s in spec.executor.settings.items() if k in (PARTITION.name, TIME.name)}
+        return ExecutorSpec(KIND, settings)
+
+    def worker(self, run_dir: Path, attempt: str) -> AttemptRecord:
+        from diagbench.execute.slurm.worker import run_worker
+
+        return run_worker(run_dir, attempt)
