@@ -1,13 +1,20 @@
-"""`diagbench isolate` against its two baselines, on fake servers whose failure is a known
+"""`diagbench isolate` beside textbook delta debugging, on fake servers whose failure is a known
 function of their flags and env (tests/ruleserver.py), in one run:
 
-    python benchmarks/isolate.py [--quick] [--full-matrix]
+    python benchmarks/isolate.py [--quick] [--no-record]
 
-For each scenario: the launches delta debugging used and whether its culprit was right;
-toggling one factor at a time (run here, through the same launcher and judge); and the
-full matrix (2^n launches: counted, and run for real only with --full-matrix; it names
-every minimal failing set, but only when nothing is flaky).
-Nothing here is a test: it measures and prints.
+For each case: the launches `diagbench isolate` made (the two baselines and any confirming
+launch included) and whether its answer was right; textbook ddmin (Zeller and Hildebrandt
+2002, with its cache of outcomes, so no configuration twice) run through the same launcher
+and judge, plus the two baselines; and diagbench before this search (that ddmin, then its
+confirmation at --repeat 1: the culprit twice more, without each of its factors once more
+for two or more, its complement once; computed from ddmin's launches). The shapes the search
+was tuned on are marked; the others were not looked at while it was chosen (held out).
+
+Then, without launching: how often a culprit that brings the failure only part of the time
+gets an innocent partner named at --repeat 1 (a seeded simulation of the same search code
+and of the old one), the protection the confirmation is for.
+Nothing here is a test: it measures and prints (and records benchmarks/results/isolate.json).
 """
 
 from __future__ import annotations
@@ -20,27 +27,24 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from common import RULESERVER
+from common import RULESERVER, machine, record
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import QuietEvents
 from diagbench.isolate.problem import Problem, ServerRules, from_commands
 from diagbench.isolate.record import Status, Step
-from diagbench.isolate.run import (
-    IsolateOptions,
-    Prober,
-    check_baselines,
-    isolate,
-    isolation_slots,
-    open_isolation,
-)
-from diagbench.isolate.search import Result
+from diagbench.isolate.run import IsolateOptions, Prober, check_baselines, isolate, isolation_slots, open_isolation
+from diagbench.isolate.search import Judged, Probe, Result, conclude, search
 
-SERVER = RULESERVER
 RULES = ServerRules(signatures=("pytorch", "sglang"), timeout=30.0, grace=2.0)
+WORDS = [
+    "KERNEL=1", "GRAPHS=1", "FAST=1", "--compile", "--no-warmup", "--chunked", "--max-bs=64", "--tp=2",
+    "--spec-decode", "LOGLEVEL=1", "--page-size=32", "ATTN=flash", "--quant=fp8", "--ep=4", "SEED=7", "--nccl-p2p",
+]  # fmt: skip
 
 
 class Quiet(QuietEvents):
@@ -50,32 +54,32 @@ class Quiet(QuietEvents):
 
 @dataclass(frozen=True)
 class Case:
-    """One isolation to run: the factors of the bad line, the guilty ones, the failure's odds."""
+    """One isolation: the bad line's extra words (factors), the rules that fail, the failure's odds."""
 
-    words: tuple[str, ...]  # the bad line's extra words (factors); env factors as NAME=value
-    guilty: tuple[str, ...]  # the rule's conditions
+    words: tuple[str, ...]
+    guilty: tuple[str, ...]  # the target's conditions (all needed)
+    decoy: tuple[str, ...] = ()  # conditions of a different failure (oom), checked after the target's
+    also: tuple[str, ...] = ()  # a second, separate culprit: each of `guilty` and `also` fails alone
     rate: float = 1.0
     repeat: int = 1
 
     def lines(self) -> tuple[str, str]:
-        rule = f"--rule={','.join(self.guilty)}=>capture"
+        rules = [f"--rule={','.join(self.guilty)}=>capture"]
+        rules += [f"--rule={','.join(self.also)}=>capture"] if self.also else []
+        rules += [f"--rule={','.join(self.decoy)}=>oom"] if self.decoy else []
         rate = ["--rate", str(self.rate)] if self.rate < 1 else []
-        base = [shlex.quote(sys.executable), shlex.quote(str(SERVER)), "--port", "{port}", rule, *rate]
+        base = [shlex.quote(sys.executable), shlex.quote(str(RULESERVER)), "--port", "{port}", *rules, *rate]
         env = [w for w in self.words if not w.startswith("-")]
         args = [w for w in self.words if w.startswith("-")]
         good_env = [f"{w.split('=')[0]}=0" for w in env]
         return " ".join([*good_env, *base]), " ".join([*env, *base, *args])
 
-    def culprit_names(self) -> tuple[str, ...]:
+    def right(self, culprit: Sequence[str]) -> bool:
+        answers = [self.guilty, self.also] if self.also else [self.guilty]
+        return any({factor_name(w) for w in answer} == set(culprit) for answer in answers)
+
+    def names(self) -> tuple[str, ...]:
         return tuple(factor_name(g) for g in self.guilty)
-
-
-def eight() -> list[str]:
-    return ["KERNEL=1", "GRAPHS=1", "FAST=1", "--compile", "--no-warmup", "--chunked", "--max-bs=64", "--tp=2"]
-
-
-def ten() -> list[str]:
-    return [*eight(), "--spec-decode", "LOGLEVEL=1"]
 
 
 def factor_name(word: str) -> str:
@@ -93,17 +97,39 @@ def run_isolate(case: Case, folder: Path) -> tuple[int, str, float]:
     result = isolate(problem_of(case, folder), IsolateOptions(folder / "runs", repeat=case.repeat), Quiet())
     iso = result.isolation
     if iso.status is Status.FOUND:
-        answer = "right" if set(iso.culprit) == set(case.culprit_names()) else f"WRONG {'+'.join(iso.culprit)}"
+        answer = "right" if case.right(iso.culprit) else f"WRONG {'+'.join(iso.culprit)}"
     elif iso.status is Status.NOT_ISOLABLE:
-        right = set(iso.suspects) == set(case.culprit_names())
-        answer = "not isolable (suspect right)" if right else f"not isolable (suspects {'+'.join(iso.suspects)})"
+        answer = "not isolable (suspect right)" if set(iso.suspects) == set(case.names()) else "not isolable"
     else:
         answer = f"{iso.status.value}: {iso.reason}"
     return iso.launches, answer, time.monotonic() - started
 
 
-def run_one_at_a_time(case: Case, folder: Path) -> tuple[int, str]:
-    """Both baselines, then each factor alone on the good launch; guilty = those that fail alone."""
+def textbook_ddmin(factors: Sequence[str], fails: Callable[[Probe], bool]) -> tuple[str, ...]:
+    """Zeller and Hildebrandt's ddmin: subsets, then complements, then twice the granularity;
+    `fails` keeps the outcomes (the paper's cache)."""
+    current, n = list(factors), 2
+    while len(current) >= 2:
+        size, extra = divmod(len(current), n)
+        bounds = [i * size + min(i, extra) for i in range(n + 1)]
+        subsets = [current[bounds[i] : bounds[i + 1]] for i in range(n) if bounds[i] < bounds[i + 1]]
+        complements = [[f for f in current if f not in s] for s in subsets] if n > 2 else []
+        subset = next((s for s in subsets if fails(frozenset(s))), None)
+        complement = None if subset is not None else next((c for c in complements if fails(frozenset(c))), None)
+        if subset is not None:
+            current, n = subset, 2
+        elif complement is not None:
+            current, n = complement, max(n - 1, 2)
+        elif n >= len(current):
+            break
+        else:
+            n = min(len(current), 2 * n)
+    return tuple(current)
+
+
+def run_textbook(case: Case, folder: Path) -> tuple[int, str, int]:
+    """Textbook ddmin through the same launcher and judge: launches (baselines included), the
+    answer, and its culprit's size (for the old confirmation's count)."""
     problem = problem_of(case, folder)
     options = IsolateOptions(folder / "runs", repeat=case.repeat)
     slots = isolation_slots(problem, options)
@@ -112,88 +138,180 @@ def run_one_at_a_time(case: Case, folder: Path) -> tuple[int, str]:
         names = [f.name for f in problem.space.factors]
         good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
         prober.target, trouble, _ = check_baselines(good, bad)
-        if trouble or prober.target is None:
-            return len(prober.records), f"baselines: {trouble}"
-        results = prober.test([frozenset({n}) for n in names])
+        if trouble:
+            return len(prober.records), f"baselines: {trouble}", 0
+        whole = frozenset(names)
+        culprit = textbook_ddmin(names, lambda p: p == whole or prober.test([p])[0].result is Result.FAIL)
     finally:
         prober.cancel.close()
-    guilty = [n for n, judged in zip(names, results, strict=True) if judged.result is Result.FAIL]
-    flaky = [n for n, judged in zip(names, results, strict=True) if judged.flaky]
-    if set(guilty) == set(case.culprit_names()):
-        return len(prober.records), "right"
-    if not guilty:
-        return len(prober.records), "none fails alone" + (f" ({len(flaky)} flaky)" if flaky else "")
-    return len(prober.records), f"WRONG {'+'.join(guilty)}"
+    return len(prober.records), "right" if case.right(culprit) else f"WRONG {'+'.join(culprit)}", len(culprit)
 
 
-def scenario(title: str, cases: Sequence[Case], tmp: Path) -> None:
+def before(textbook: int, size: int, repeat: int) -> int:
+    """diagbench's launches before this search: ddmin's, then its confirmation at --repeat 1."""
+    return textbook + (2 + (size if size > 1 else 0) + 1) * repeat if repeat == 1 and size else textbook
+
+
+def scenario(title: str, tuned: bool, cases: Sequence[Case], tmp: Path) -> dict[str, Any]:
     rows = []
     for i, case in enumerate(cases):
-        launches, answer, seconds = run_isolate(case, tmp / f"{title[:5]}-{i}-dd")
-        toggled, toggled_answer = run_one_at_a_time(case, tmp / f"{title[:5]}-{i}-oat")
-        rows.append((launches, answer, seconds, toggled, toggled_answer))
+        launches, answer, seconds = run_isolate(case, tmp / f"{title[:8]}-{i}-new")
+        textbook, textbook_answer, size = run_textbook(case, tmp / f"{title[:8]}-{i}-dd")
+        rows.append((launches, answer, seconds, textbook, textbook_answer, before(textbook, size, case.repeat)))
     n, repeat = len(cases[0].words), cases[0].repeat
-    launches = [r[0] for r in rows]
-    print(f"\n{title} ({len(cases)} isolations, {n} differences, --repeat {repeat})")
+    figures = {
+        "title": title,
+        "tuned": tuned,
+        "cases": len(cases),
+        "factors": n,
+        "repeat": repeat,
+        "diagbench": spread(r[0] for r in rows),
+        "answers": tally(r[1] for r in rows),
+        "seconds_median": round(statistics.median(r[2] for r in rows), 1),
+        "ddmin": spread(r[3] for r in rows),
+        "ddmin_answers": tally(r[4] for r in rows),
+        "before": spread(r[5] for r in rows),
+        "per_case": [[r[0], r[3], r[5]] for r in rows],
+    }
+    shape = "tuned on" if tuned else "held out"
+    print(f"\n{title} ({len(cases)} isolations, {n} differences, --repeat {repeat}; {shape})")
     print(
-        f"  diagbench isolate:  launches min {min(launches)}, median {statistics.median(launches):g}, "
-        f"max {max(launches)}; {statistics.median(r[2] for r in rows):.1f} s median wall time"
+        f"  diagbench isolate:       {show(figures['diagbench'])}; {figures['seconds_median']} s median; {figures['answers']}"
     )
-    print(f"                      answers: {tally(r[1] for r in rows)}")
-    toggled = [r[3] for r in rows]
-    print(f"  one at a time:      launches median {statistics.median(toggled):g}; answers: {tally(r[4] for r in rows)}")
-    per_launch = statistics.median(r[2] / r[0] for r in rows)
-    print(
-        f"  full matrix:        {2**n * repeat} launches (counted), "
-        f"~{2**n * repeat * per_launch:.0f} s at this machine's {per_launch:.2f} s per launch"
-    )
+    print(f"  textbook ddmin (cached): {show(figures['ddmin'])}; {figures['ddmin_answers']}")
+    print(f"  diagbench before:        {show(figures['before'])} (ddmin + its confirmation)")
+    print(f"  per case (this, ddmin, before): {' '.join('/'.join(map(str, c)) for c in figures['per_case'])}")
+    return figures
+
+
+def spread(values: Iterable[int]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"min": ordered[0], "median": statistics.median(ordered), "max": ordered[-1]}
+
+
+def show(s: dict[str, float]) -> str:
+    return f"launches min {s['min']:g}, median {s['median']:g}, max {s['max']:g}"
 
 
 def tally(answers: Iterable[str]) -> str:
     return ", ".join(f"{answer} x{n}" for answer, n in Counter(answers).most_common())
 
 
-def full_matrix(case: Case, tmp: Path) -> None:
-    """Every subset of the factors, launched: the baseline's real cost for one case."""
-    problem = problem_of(case, tmp)
-    options = IsolateOptions(tmp / "runs", repeat=case.repeat)
-    slots = isolation_slots(problem, options)
-    prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots, Cancel())
-    names = [f.name for f in problem.space.factors]
-    started = time.monotonic()
-    try:
-        good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
-        prober.target, _, _ = check_baselines(good, bad)
-        subsets = [frozenset(n for j, n in enumerate(names) if mask >> j & 1) for mask in range(1, 2 ** len(names) - 1)]
-        results = prober.test(subsets)
-    finally:
-        prober.cancel.close()
-    failing = [s for s, r in zip(subsets, results, strict=True) if r.result is Result.FAIL]
-    minimal = [s for s in failing if not any(o < s for o in failing)]
-    print(
-        f"\nfull matrix, run for real (one culprit among {len(names)}): {len(prober.records)} launches, "
-        f"{time.monotonic() - started:.0f} s; minimal failing sets: {[sorted(m) for m in minimal]}"
-    )
+# -- the protection, simulated: a culprit that brings the target only part of the time ----------
+
+
+class Coin:
+    """A flaky server as a predicate: the target with probability `rate` when `needed` is applied."""
+
+    def __init__(self, needed: Probe, rate: float, rng: random.Random):
+        self.needed, self.rate, self.rng = needed, rate, rng
+
+    def __call__(self, probe: Probe) -> bool:
+        return self.needed <= probe and self.rng.random() < self.rate
+
+
+def simulate_new(factors: Sequence[str], coin: Coin) -> str:
+    if not coin(frozenset(factors)):
+        return "bad came up"
+    outcomes: dict[Probe, list[bool]] = {}
+
+    def test(batch: Sequence[Probe], again: bool) -> list[Judged]:
+        out = []
+        for probe in batch:
+            outcomes.setdefault(probe, []).append(coin(probe))
+            seen = outcomes[probe]
+            result = Result.FAIL if all(seen) else Result.PASS if not any(seen) else Result.UNRESOLVED
+            out.append(Judged(result, flaky=0 < sum(seen) < len(seen), reproduced=any(seen), launches=len(seen)))
+        return out
+
+    found = search(factors, test, confirm=True)
+    if found.trouble or not conclude(found.culprit, found.known).isolated:
+        return "not isolable"
+    return "right" if found.culprit == tuple(sorted(coin.needed)) else "innocent named"
+
+
+def simulate_before(factors: Sequence[str], coin: Coin) -> str:
+    """The search and confirmation this one replaced: ddmin, then the culprit twice more, each
+    launch without one of its factors once more, the complement once; a launch holding the
+    culprit that came up contradicts it."""
+    if not coin(frozenset(factors)):
+        return "bad came up"
+    seen: dict[Probe, bool] = {frozenset(): False, frozenset(factors): True}
+
+    def fails(probe: Probe) -> bool:
+        if probe not in seen:
+            seen[probe] = coin(probe)
+        return seen[probe]
+
+    culprit = frozenset(textbook_ddmin(factors, fails))
+    again = [coin(culprit), coin(culprit)]
+    without = [coin(culprit - {f}) for f in culprit] if len(culprit) > 1 else []
+    coin(frozenset(factors) - culprit)  # the complement: a note only
+    if not all(again) or any(without) or any(not v and culprit <= p for p, v in seen.items()):
+        return "not isolable"
+    return "right" if culprit == coin.needed else "innocent named"
+
+
+def protection(runs: int) -> dict[str, Any]:
+    factors = [f"--f{i}" for i in range(1, 7)]  # tests/isolate/test_isolate_flaky.py's shape
+    figures: dict[str, Any] = {"runs": runs, "factors": len(factors), "rates": {}}
+    print(f"\nprotection at --repeat 1, simulated ({runs} seeded isolations each; the culprit is one of 6)")
+    for rate in (0.5, 0.7, 0.9):
+        row = {}
+        for name, simulate in (("this", simulate_new), ("before", simulate_before)):
+            rng = random.Random(f"{rate}")
+            counts = Counter(simulate(factors, Coin(frozenset({"--f3"}), rate, rng)) for _ in range(runs))
+            row[name] = {k: counts[k] for k in ("right", "innocent named", "not isolable", "bad came up")}
+        figures["rates"][str(rate)] = row
+        this, old = row["this"], row["before"]
+        print(
+            f"  culprit fails {rate:.0%} of launches: innocent named {this['innocent named'] / runs:6.2%} of isolations, "
+            f"right {this['right'] / runs:6.2%}  (before: innocent {old['innocent named'] / runs:6.2%}, "
+            f"right {old['right'] / runs:6.2%})"
+        )
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer isolations per scenario")
-    parser.add_argument("--full-matrix", action="store_true", help="also run one full matrix (256 launches)")
+    parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results/isolate.json")
     args = parser.parse_args()
-    rng = random.Random(12)
-    words8, words10 = eight(), ten()
-    singles = [Case(tuple(words8), (w,)) for w in words8]
-    pairs = [Case(tuple(words10), tuple(rng.sample(words10, 2))) for _ in range(3 if args.quick else 6)]
-    flaky = [Case(tuple(words8), (words8[3],), rate=0.7, repeat=3) for _ in range(2 if args.quick else 6)]
+    started = machine()
+    rng = random.Random(36)
+    w8, w9, w16 = WORDS[:8], WORDS[:9], WORDS[:16]
+    singles = [Case(tuple(w8), (w,)) for w in w8]
+    pairs: list[Case] = []
+    for _ in range(3 if args.quick else 6):
+        a, b, decoy = rng.sample(w9, 3)
+        pairs.append(Case(tuple(w9), (a, b), decoy=(decoy,)))
+    held = {
+        "one culprit among 16": [Case(tuple(w16), (w16[i],)) for i in (0, 5, 10, 15)],
+        "a pair at the ends among 9, a decoy between": [
+            Case(tuple(w9), (w9[0], w9[8]), decoy=(w9[4],)),
+            Case(tuple(w9), (w9[7], w9[8]), decoy=(w9[0],)),
+            Case(tuple(w9), (w9[0], w9[1]), decoy=(w9[8],)),
+        ],
+        "a pair among 12, the decoy fails with one of them": [
+            Case(tuple(WORDS[:12]), (WORDS[2], WORDS[9]), decoy=(WORDS[5], WORDS[2])),
+            Case(tuple(WORDS[:12]), (WORDS[6], WORDS[11]), decoy=(WORDS[0], WORDS[11])),
+        ],
+        "three guilty together among 10": [Case(tuple(WORDS[:10]), (WORDS[1], WORDS[4], WORDS[8]))],
+        "two separate culprits among 8 (either is right)": [Case(tuple(w8), (w8[2],), also=(w8[6],))],
+    }
+    flaky = [Case(tuple(w8), (w8[3],), rate=0.7, repeat=3) for _ in range(2 if args.quick else 3)]
+    figures: dict[str, Any] = {"scenarios": []}
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        print("isolate: launches to the culprit, beside one-at-a-time and the full matrix (same server, same run)")
-        scenario("one culprit among 8", singles[:4] if args.quick else singles, tmp)
-        scenario("a pair guilty only together among 10", pairs, tmp)
-        scenario("flaky: the culprit fails 70% of its launches, among 8", flaky, tmp)
-        if args.full_matrix:
-            full_matrix(singles[3], tmp / "full")
+        print("isolate: launches to the culprit (the baselines included), beside textbook ddmin, same server, same run")
+        figures["scenarios"].append(scenario("one culprit among 8", True, singles[::2] if args.quick else singles, tmp))
+        figures["scenarios"].append(scenario("a pair among 9, a decoy that fails differently", True, pairs, tmp))
+        for title, cases in held.items():
+            figures["scenarios"].append(scenario(title, False, cases, tmp))
+        figures["scenarios"].append(scenario("flaky: the culprit fails 70% of its launches", False, flaky, tmp))
+    figures["protection"] = protection(2000 if args.quick else 20000)
+    if not args.no_record:
+        print(f"\nrecorded: {record('isolate', figures, started)}")
 
 
 if __name__ == "__main__":

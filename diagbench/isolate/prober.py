@@ -1,12 +1,14 @@
 """Launching an isolation's configurations: each through the scheduler as attempts of the run,
-once each (the same launch is never made twice), its records kept as steps. Core only."""
+memoised by what is launched (argv, environment, working directory): a configuration the
+search has seen is launched again only when the search asks for it again. Its records are
+kept as steps. Core only."""
 
 from __future__ import annotations
 
 import contextlib
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -108,40 +110,27 @@ class Prober:
         self.count = 0
         self.unbuilt: dict[tuple[object, ...], frozenset[str]] = {}  # configurations whose environment did not install
 
-    def test(self, batch: Sequence[Probe]) -> list[Judged]:
-        """The search's callback: launch each new configuration `repeat` times, judge each probe."""
+    def test(self, batch: Sequence[Probe], again: bool = False) -> list[Judged]:
+        """The search's callback: each probe judged over all the launches of its configuration.
+        A configuration already launched (for this probe or another that makes the same launch)
+        is not launched again unless `again`; then each is launched once more (`repeat` times)."""
         assert self.target is not None
         applied = [tuple(sorted(probe, key=self.order.__getitem__)) for probe in batch]
-        new = list(dict.fromkeys(a for a in applied if self.key(a) not in self.launched))
-        self.launch([(a, None) for a in new])
+        todo, keys = [], set()
+        for names in applied:  # each configuration once, whichever factor sets make it
+            key = self.key(names)
+            if key not in keys and key not in (self.unbuilt if again else self.launched):
+                todo.append(names)
+                keys.add(key)
+        fresh = dict(zip(todo, self.launch([(a, None) for a in todo]), strict=True))
         out = []
         for names in applied:
-            records = self.launched[self.key(names)]
-            unbuilt = self.key(names) in self.unbuilt
+            key = self.key(names)
+            records = self.launched[key]
+            unbuilt = key in self.unbuilt
             out.append(Judged(Result.UNRESOLVED, unbuildable=True) if unbuilt else judge_launches(records, self.target))
-            self.add_step(names, records, None)
+            self.add_step(names, fresh.get(names, records), None)
         return out
-
-    def confirm(self, culprit: tuple[str, ...], names: Sequence[str]) -> tuple[str | None, str | None]:
-        """At --repeat 1 a flaky target can make the search keep an innocent factor (the launch
-        without it happened to come up). So the culprit is launched twice more, without each
-        of its factors once more, and its complement once: (why it does not stand, a note)."""
-        assert self.target is not None
-        rest = tuple(n for n in names if n not in culprit)
-        less = [tuple(n for n in culprit if n != f) for f in culprit] if len(culprit) > 1 else []
-        probes = [tuple(sorted(p, key=self.order.__getitem__)) for p in [culprit, culprit, *less, rest]]
-        results = self.launch([(p, None) for p in probes])
-        for probe, records in zip(probes, results, strict=True):
-            self.add_step(probe, records, None)
-        shown, retry = " + ".join(culprit), "(try a larger --repeat)"
-        if judge_launches([*results[0], *results[1]], self.target).result is not Result.FAIL:
-            return f"flaky: {shown} did not bring the target again when launched again {retry}", None
-        for factor, records in zip(culprit, results[2 : 2 + len(less)], strict=False):
-            if judge_launches(records, self.target).reproduced:
-                return f"flaky: without {factor} the target came too, when launched again {retry}", None
-        if rest and judge_launches(results[-1], self.target).reproduced:
-            return None, f"the target also came without {shown}: another cause may be among the other factors"
-        return None, None
 
     def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:
         """Launch each (applied factors, baseline name) `repeat` times at once; their records, per probe."""
@@ -158,7 +147,7 @@ class Prober:
         by_name = {r.attempt: r for r in scheduled.records}
         out = [unbuilt.get(i) or [by_name[item.name] for item in group] for i, group in enumerate(groups)]
         for (applied, _), records in zip(probes, out, strict=True):
-            self.launched[self.key(applied)] = records
+            self.launched.setdefault(self.key(applied), []).extend(records)  # a launch again adds to them
         if scheduled.interrupted or scheduled.write_error is not None:
             for (applied, baseline), records in zip(probes, out, strict=True):
                 self.add_step(applied, records, baseline)
@@ -207,10 +196,12 @@ class Prober:
         cell = ProbeCell(self.count, name, dict(config.params), tuple(config.args), dict(config.env))
         return [PlannedAttempt(cell, r) for r in range(1, self.options.repeat + 1)]
 
-    def key(self, applied: tuple[str, ...]) -> tuple[object, ...]:
-        """What is launched, so two factor sets that make the same launch share its result."""
+    def key(self, applied: Collection[str]) -> tuple[object, ...]:
+        """What is launched, exactly: two factor sets that make the same launch share its result,
+        and two that differ in any word, variable (set, emptied or unset) or folder never do."""
         config = self.problem.space.configuration(applied)
-        return (config.args, tuple(sorted(config.env.items(), key=lambda kv: kv[0])))
+        env = tuple(sorted(config.env.items(), key=lambda kv: kv[0]))
+        return (str(self.problem.server.cwd), tuple(config.args), env)
 
     def add_step(self, applied: tuple[str, ...], records: Sequence[AttemptRecord], baseline: str | None) -> None:
         step = make_step(applied, records, self.target, baseline)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +29,12 @@ from diagbench.isolate.problem import Problem
 from diagbench.isolate.record import FILENAME, Isolation, Status
 from diagbench.isolate.search import (
     Judged,
-    Probe,
     Result,
     Target,
     companions,
     conclude,
-    ddmin,
     judge_launches,
+    search,
     suspects,
 )
 from diagbench.launch import host
@@ -56,7 +55,6 @@ __all__ = [
     "ProbeCell",
     "Prober",
     "check_baselines",
-    "contradicted",
     "isolate",
     "isolation_slots",
     "make_step",
@@ -149,19 +147,22 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         prober.add_step(tuple(names), bad, "bad")
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
-        culprit, known = ddmin(names, prober.test, width=max(1, len(prober.slots) // options.repeat))
-        if options.repeat == 1 and culprit:  # single launches decided it: launch it again before naming it
-            unconfirmed, note = prober.confirm(tuple(culprit), names)
-            unconfirmed = unconfirmed or contradicted(culprit, known)
-            notes = (*notes, note) if note else notes
-            if unconfirmed:
-                return prober.isolation(Status.NOT_ISOLABLE, unconfirmed, (), notes, suspects(names, known))
+        width = max(1, len(prober.slots) // options.repeat)
+        baselines = {
+            frozenset(): Judged(Result.PASS, launches=len(good)),
+            frozenset(names): Judged(Result.FAIL, reproduced=True, launches=len(bad)),  # the target, by definition
+        }
+        found = search(names, prober.test, width, confirm=options.repeat == 1, known=baselines)
+        culprit, known = found.culprit, found.known
+        if found.trouble:
+            return prober.isolation(Status.NOT_ISOLABLE, found.trouble, (), notes, suspects(names, known))
     except WriteFailed as failed:
         return prober.isolation(Status.WRITE_FAILED, f"stopped: {failed}", ())
     except (Interrupted, KeyboardInterrupt):
         reason = "interrupted: the launches that finished are recorded, the rest are 'cancelled'"
         return prober.isolation(Status.INTERRUPTED, reason, ())
-    known[frozenset(names)] = judge_launches(bad, prober.target)  # the search took it as failing; was it steady?
+    # the search took the bad launch as failing: was it steady (with any launch of it again)?
+    known[frozenset(names)] = judge_launches(prober.launched[prober.key(names)], prober.target)
     conclusion = conclude(culprit, known)
     if not conclusion.isolated:
         return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
@@ -177,16 +178,6 @@ def _together(problem: Problem, needed: str, rest: Sequence[str]) -> str:
         return f"{name} {factors[name].label(True)}"
 
     return f"{', '.join(bad(n) for n in rest)} does not install without {bad(needed)}: applied together"
-
-
-def contradicted(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> str | None:
-    """Why the launches so far contradict a culprit (as a flaky target does), or None: a
-    launch holding all of it (and more) that came up."""
-    whole = frozenset(culprit)
-    for probe, judged in known.items():
-        if whole <= probe and judged.result is Result.PASS:
-            return f"flaky: a launch with {' + '.join(culprit)} came up (try a larger --repeat)"
-    return None
 
 
 def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:

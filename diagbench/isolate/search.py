@@ -1,15 +1,28 @@
-"""Delta debugging over factors (Zeller and Hildebrandt 2002, `ddmin`), driven by a probe callback.
+"""The search for guilty factors, driven by a probe callback: a 1-minimal set of factors that,
+applied to the good launch, reproduces the bad launch's failure (the goal of Zeller and
+Hildebrandt's `ddmin`, 2002), found in fewer launches than ddmin by binary search.
 
 A probe is the good launch with some factors applied. It *fails* when it reproduces the
 target (the bad launch's outcome and class), *passes* when it comes up, and is
 *unresolved* otherwise: a different failure, or launches of it that disagree (flaky).
-Only a failing probe narrows the search, so an unresolved one can never make a
-factor look guilty. The result is 1-minimal: removing any one of its factors no longer
-reproduces the target.
+Only a failing probe narrows the search, so an unresolved one can never make a factor
+look guilty.
 
-Pure: launching is the callback's business. It gets a batch of probes that do not
-depend on each other (run them at once where slots allow) and is never asked about the
-same probe twice.
+The search (`_minimal`) finds the last factor the failure needs by bisecting the prefixes
+of the factors, then what that factor needs among those before it, the same way; near the
+end of each bisection it tries the factor alone first, so a lone culprit is usually seen
+failing on its own (the common case costs the fewest launches). Every answer rests on
+launches: the culprit was seen failing, and the configuration without each of its factors
+did not (seen, or a configuration holding it came up).
+
+At `--repeat 1` (`confirm`), a culprit of several factors says they are guilty only
+together, and that rests on launches that came up, which a flaky target fakes. So before
+it is named, each launch without one of its factors is seen twice and the culprit three
+times in all (what the search saw counts); a lone factor whose own launch showed the target
+needs nothing more. The first launch that disagrees stops it: flaky.
+
+Pure: launching is the callback's business. It gets a batch of probes that do not depend on
+each other (run them at once where slots allow); asked again, it launches them once more.
 """
 
 from __future__ import annotations
@@ -20,7 +33,25 @@ from enum import Enum
 
 from diagbench.vocab import Ended, Outcome, outcome_label
 
+__all__ = [
+    "Judged",
+    "Probe",
+    "Result",
+    "Searched",
+    "Target",
+    "Test",
+    "companions",
+    "conclude",
+    "contradicted",
+    "judge_launches",
+    "search",
+    "suspects",
+]
+
 Probe = frozenset[str]  # the factors applied to the good launch
+
+WITNESS_LAUNCHES = 2  # at --repeat 1: launches without one of a culprit's factors, before naming it
+CULPRIT_LAUNCHES = 3  # and of a culprit of several factors
 
 
 class Result(str, Enum):
@@ -55,6 +86,7 @@ class Judged:
     flaky: bool = False  # its launches disagreed
     reproduced: bool = False  # at least one launch showed the target
     unbuildable: bool = False  # its environment did not resolve or install: never launched
+    launches: int = 1  # how many launches it is judged over
 
 
 def judge_launches(launches: Sequence[Ended], target: Target) -> Judged:
@@ -62,66 +94,178 @@ def judge_launches(launches: Sequence[Ended], target: Target) -> Judged:
     hits = [target.matches(e) for e in launches]
     labels = {outcome_label(e.outcome, e.failure_class) for e in launches}
     if launches and all(hits):
-        return Judged(Result.FAIL, reproduced=True)
+        return Judged(Result.FAIL, reproduced=True, launches=len(launches))
     if launches and all(e.outcome is Outcome.READY for e in launches):
-        return Judged(Result.PASS)
-    return Judged(Result.UNRESOLVED, flaky=len(labels) > 1, reproduced=any(hits))
+        return Judged(Result.PASS, launches=len(launches))
+    return Judged(Result.UNRESOLVED, flaky=len(labels) > 1, reproduced=any(hits), launches=len(launches))
 
 
-Test = Callable[[Sequence[Probe]], Sequence[Judged]]
+# test(batch, again): each probe's judgement over all its launches. again=False: probes the
+# search has not seen (a launch already made of the same configuration may answer); again=True:
+# launch each once more.
+Test = Callable[[Sequence[Probe], bool], Sequence[Judged]]
 
 
-class _Memo:
-    """Every probe's result, asked of the callback once, in batches of up to `width`."""
-
-    def __init__(self, test: Test, width: int, known: Mapping[Probe, Judged]):
-        self.test, self.width = test, max(1, width)
-        self.known: dict[Probe, Judged] = dict(known)
-
-    def first_failing(self, candidates: Sequence[Probe]) -> Probe | None:
-        """The first candidate, in order, that fails: the same answer however wide the batches are."""
-        ordered = list(dict.fromkeys(candidates))
-        for i, probe in enumerate(ordered):
-            if probe not in self.known:
-                batch = [c for c in ordered[i:] if c not in self.known][: self.width]
-                for tried, judged in zip(batch, self.test(batch), strict=True):
-                    self.known[tried] = judged
-            if self.known[probe].result is Result.FAIL:
-                return probe
-        return None
+@dataclass(frozen=True)
+class Searched:
+    culprit: tuple[str, ...]
+    known: dict[Probe, Judged]  # every probe's result
+    trouble: str = ""  # why the culprit does not stand (launches disagreed), when it does not
 
 
-def ddmin(factors: Sequence[str], test: Test, width: int = 1) -> tuple[tuple[str, ...], dict[Probe, Judged]]:
+class _Ask(Exception):
+    """The search needs a probe it has not seen."""
+
+    def __init__(self, probe: Probe):
+        super().__init__()
+        self.probe = probe
+
+
+def search(
+    factors: Sequence[str],
+    test: Test,
+    width: int = 1,
+    confirm: bool = False,
+    known: Mapping[Probe, Judged] | None = None,
+) -> Searched:
     """A 1-minimal set of factors that reproduces the target, and every probe's result.
 
-    The baselines are known: no factor applied passes (good), all applied fail (bad)."""
-    everything = frozenset(factors)
-    memo = _Memo(test, width, {frozenset(): Judged(Result.PASS), everything: Judged(Result.FAIL, reproduced=True)})
-    current, n = list(factors), 2
-    while len(current) >= 2:
-        subsets = _split(current, n)
-        complements = [[f for f in current if f not in s] for s in subsets] if n > 2 else []  # n=2: the same sets
-        found = memo.first_failing([frozenset(s) for s in (*subsets, *complements)])
-        if found is None:
-            if n >= len(current):
-                break  # every single factor's removal tested: 1-minimal
-            n = min(len(current), 2 * n)
+    `known` holds the baselines: no factor applied passes (good), all applied fail (bad).
+    `width`: probes launched at once (the answer is the same at any width)."""
+    seen: dict[Probe, Judged] = dict(known or {})  # each probe over all its launches
+    seen.setdefault(frozenset(), Judged(Result.PASS))
+    seen.setdefault(frozenset(factors), Judged(Result.FAIL, reproduced=True))
+    first = dict(seen)  # each probe as the search first saw it: launches again never change its path
+    current = list(factors)
+    while True:
+        try:
+            culprit = _minimal(current, first)
+        except _Ask as ask:
+            batch = _ahead(current, first, ask.probe, max(1, width))
+            for probe, judged in zip(batch, test(batch, False), strict=True):
+                first.setdefault(probe, judged)
+                seen[probe] = judged
             continue
-        shrunk_to_subset = any(found == frozenset(s) for s in subsets)
-        current = [f for f in current if f in found]
-        n = 2 if shrunk_to_subset else max(n - 1, 2)
-    return tuple(current), memo.known
+        step = _confirmation(culprit, seen, confirm)
+        if isinstance(step, _Shrink):
+            current = [f for f in current if f in step.to]  # a factor the culprit does not need
+        elif isinstance(step, str):
+            return Searched(tuple(culprit), seen, step)
+        elif not step.new and not step.again:
+            return Searched(tuple(culprit), seen)
+        else:
+            for batch, again in ((step.new[:width], False), (step.again[:width], True)):
+                for probe, judged in zip(batch, test(batch, again) if batch else [], strict=True):
+                    first.setdefault(probe, judged)
+                    seen[probe] = judged
 
 
-def _split(items: Sequence[str], n: int) -> list[list[str]]:
-    """`n` contiguous chunks as equal as can be."""
-    size, extra = divmod(len(items), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(list(items[start:end]))
-        start = end
-    return [chunk for chunk in out if chunk]
+def _fails(seen: Mapping[Probe, Judged], factors: Sequence[str]) -> bool:
+    probe = frozenset(factors)
+    if probe not in seen:
+        raise _Ask(probe)
+    return seen[probe].result is Result.FAIL
+
+
+def _minimal(factors: Sequence[str], seen: Mapping[Probe, Judged]) -> list[str]:
+    """The culprit within `factors` (which fail together); raises _Ask for a probe not yet seen."""
+    return _needed(list(factors), [], seen)
+
+
+def _needed(items: list[str], context: list[str], seen: Mapping[Probe, Judged]) -> list[str]:
+    """A smallest part of `items` that fails with `context`, where `context + items` fails and
+    `context` alone does not: the last item it needs (bisecting the prefixes of `items`), then
+    what that one needs among the items before it."""
+    low, high = 0, len(items)  # context + items[:high] fails, context + items[:low] does not
+    while high - low > 2:
+        middle = (low + high) // 2
+        if _fails(seen, context + items[:middle]):
+            high = middle
+        else:
+            low = middle
+    if high - low == 2:  # two left: each alone first (a lone culprit seen failing on its own)
+        first, second = items[low], items[low + 1]
+        if _fails(seen, [*context, first]):
+            return [first]
+        if _fails(seen, [*context, second]):
+            return [second]
+        high = low + 1 if _fails(seen, context + items[: low + 1]) else high
+    last = items[high - 1]
+    if high == 1 or _fails(seen, [*context, last]):
+        return [last]
+    return [*_needed(items[: high - 1], [*context, last], seen), last]
+
+
+def _ahead(current: Sequence[str], seen: Mapping[Probe, Judged], first: Probe, width: int) -> list[Probe]:
+    """`first`, and the probes the search would ask next whichever way the earlier ones end,
+    nearest first: up to `width` to launch at once."""
+    batch, frontier, index = [first], [(dict(seen), first)], 0
+    while len(batch) < width and index < len(frontier):
+        base, probe = frontier[index]
+        index += 1
+        for result in (Result.FAIL, Result.PASS):
+            guess = {**base, probe: Judged(result, reproduced=result is Result.FAIL)}
+            try:
+                _minimal(current, guess)
+            except _Ask as ask:
+                if ask.probe not in batch:
+                    batch.append(ask.probe)
+                frontier.append((guess, ask.probe))
+            if len(batch) >= width:
+                break
+    return batch
+
+
+@dataclass(frozen=True)
+class _Launch:
+    new: list[Probe]  # to launch a first time
+    again: list[Probe]  # to launch once more
+
+
+@dataclass(frozen=True)
+class _Shrink:
+    to: Probe  # a smaller set that fails: the search goes on in it
+
+
+def _confirmation(culprit: Sequence[str], seen: Mapping[Probe, Judged], confirm: bool) -> _Launch | _Shrink | str:
+    """What must still be launched before the culprit is named, a smaller failing set, or why
+    it does not stand (launches that disagree)."""
+    whole = frozenset(culprit)
+    disagree = contradicted(culprit, seen)
+    if disagree or len(whole) == 1:  # a lone factor: its launch showed the target, the good one came up
+        return disagree or _Launch([], [])
+    witness_quota, culprit_quota = (WITNESS_LAUNCHES, CULPRIT_LAUNCHES) if confirm else (1, 1)
+    new, again = [], []
+    retry, shown = "(try a larger --repeat)", " + ".join(culprit)
+    for factor in culprit:
+        without = whole - {factor}
+        judged = seen.get(without)
+        if judged is None:
+            new.append(without)
+        elif judged.reproduced and judged.flaky:
+            return f"flaky: without {factor} the target came too, when launched again {retry}"
+        elif judged.result is Result.FAIL:
+            if any(j.result is Result.PASS and without <= p for p, j in seen.items()):
+                return f"flaky: without {factor} the target came, and a launch holding that came up {retry}"
+            return _Shrink(without)  # never seen before, and it fails: the factor is not needed
+        elif judged.launches < witness_quota and not judged.unbuildable:
+            again.append(without)
+    judged = seen[whole]
+    if judged.result is not Result.FAIL:
+        return f"flaky: {shown} did not bring the target again when launched again {retry}"
+    if judged.launches < culprit_quota:
+        again.append(whole)
+    return _Launch(new, again)
+
+
+def contradicted(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> str:
+    """Why the launches so far contradict a culprit (as a flaky target does), or "": a
+    launch holding all of it (and more) that came up."""
+    whole = frozenset(culprit)
+    for probe, judged in known.items():
+        if whole <= probe and judged.result is Result.PASS:
+            return f"flaky: a launch with {' + '.join(culprit)} came up (try a larger --repeat)"
+    return ""
 
 
 @dataclass(frozen=True)
