@@ -517,3 +517,43 @@ def test_the_readme_demo_finds_torch_compile_in_four_launches(isolations):
     assert iso.culprit == ("--enable-torch-compile",) and iso.launches == 4
     assert "4 launches; toggling one factor at a time: 6 launches" in readme  # the figure the README prints
     assert "culprit: --enable-torch-compile (good: -, bad: on)" in readme
+
+
+# -- what a launch is, for the memo ----------------------------------------------------------
+
+
+def prober_for(good: str, bad: str, folder: Path) -> Any:
+    from diagbench.execute.cancel import Cancel
+    from diagbench.isolate.run import Prober, isolation_slots, open_isolation
+
+    problem = from_commands(good, bad, [], [], RULES, folder)
+    options = IsolateOptions(folder / "runs")
+    slots = isolation_slots(problem, options)
+    events = Recorder()
+    prober = Prober(problem, options, open_isolation(problem, options, slots, events), events, slots, Cancel())
+    prober.cancel.close()
+    return prober
+
+
+def test_the_memo_keys_a_launch_by_its_argv_its_environment_and_its_folder(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    good, bad = "env -u X A=1 serve --port {port}", "X= A=2 serve --port {port} --fast"
+    prober = prober_for(good, bad, tmp_path / "a")
+    assert [f.name for f in prober.problem.space.factors] == ["X", "A", "--fast"]
+    keys = {applied: prober.key(applied) for applied in [(), ("X",), ("A",), ("X", "A"), ("--fast",)]}
+    assert len(set(keys.values())) == len(keys)  # the same argv, X unset or empty, A=1 or A=2: never shared
+    assert keys[("X", "A")] == prober.key(("A", "X"))  # the same launch, however the set is written
+    elsewhere = prober_for(good, bad, tmp_path / "b")
+    assert elsewhere.key(("A",)) != keys[("A",)]  # the same argv and env run in another folder
+
+
+def test_a_configuration_seen_failing_once_and_coming_up_once_names_no_culprit(isolations, tmp_path):
+    counter = tmp_path / "turns"
+    rule = f"--rule=--a,--b=>capture --alternate {counter}"  # every other launch with --a --b fails
+    result = isolations.run(line(rule), line(rule, "--a", "--b", "--c"))
+    iso = result.isolation
+    assert iso.status is Status.NOT_ISOLABLE and iso.reason.startswith("flaky:"), iso.reason
+    both = [s for s in iso.steps if s.applied == ("--a", "--b")]
+    assert {s.outcome.value for s in both} == {"ready", "failed"}  # launched again, and it disagreed
+    assert iso.culprit == ()
