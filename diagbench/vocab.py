@@ -78,6 +78,14 @@ class FailureClass(Word):
 FAILURE_CLASSES = tuple(c.value for c in FailureClass)  # the words, for suggestions
 
 
+class LogOutcome(Word):
+    """What a finished log says on its own (`classify`): it came up, it failed, or nothing decided."""
+
+    READY = "ready"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
 def outcome_label(outcome: Outcome | str, failure_class: str | None) -> str:
     """The one way to write "outcome:class" (`failed:oom`), or the outcome alone."""
     word = outcome.value if isinstance(outcome, Outcome) else outcome

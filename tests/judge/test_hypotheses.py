@@ -179,12 +179,13 @@ def test_not_ready_takes_no_failure_class(tmp_path) -> None:
 def test_the_schemas_accept_not_ready_wherever_an_outcome_is() -> None:
     import json
     import re
-    from pathlib import Path
 
-    root = Path(__file__).parents[2] / "diagbench" / "schemas"
-    for name in ("spec.json", "manifest.json"):
-        patterns = set(re.findall(r'"pattern": "(\^\(not_ready[^"]+)"', (root / name).read_text()))
+    from diagbench.schemas import schema_text
+
+    for name in ("spec", "manifest"):
+        patterns = set(re.findall(r'"pattern": "(\^\(not_ready[^"]+)"', schema_text(name)))
         assert patterns, name
+        assert schema_text(name).count('"$ref": "#/$defs/condition"') >= 3  # expect, supported_if, refuted_if
         for pattern in patterns:
             rx = re.compile(json.loads(f'"{pattern}"'))
             assert rx.match("not_ready") and rx.match("failed:oom") and rx.match("crashed")

@@ -15,7 +15,8 @@ import yaml
 
 from diagbench.logs.classify import classify_file
 from diagbench.logs.signatures import builtin_packs, load_packs
-from diagbench.schemas import NAMES, load_schema
+from diagbench.schemas import NAMES, VOCAB, load_schema, vocabulary, vocabulary_text
+from diagbench.vocab import FAILURE_CLASSES, OUTCOMES, LogOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = sorted(p for p in (ROOT / "runs").iterdir() if (p / "manifest.json").is_file())
@@ -87,3 +88,56 @@ def test_a_record_with_a_wrong_outcome_word_fails_the_schema() -> None:
 def test_classify_json_matches_its_schema(log: Path) -> None:
     result = classify_file(log, load_packs(builtin_packs(), ROOT))
     check("classify", result.to_json())
+
+
+# -- the vocabulary, spelled once ------------------------------------------------------------
+
+SHIPPED = sorted((ROOT / "diagbench" / "schemas").glob("*.json"))
+WORDS = {*OUTCOMES, *FAILURE_CLASSES, *(o.value for o in LogOutcome)}
+
+
+def walk(node: Any, path: str = "") -> list[tuple[str, str, Any]]:
+    """Every (path, key, value) of a schema's objects."""
+    found: list[tuple[str, str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found.append((path, key, value))
+            found += walk(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found += walk(value, f"{path}[{i}]")
+    return found
+
+
+def test_vocab_json_is_what_vocab_py_says() -> None:
+    shipped = (ROOT / "diagbench" / "schemas" / VOCAB).read_text()
+    assert shipped == vocabulary_text(), "diagbench/schemas/vocab.json is stale: run python scripts/schema_vocab.py"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_no_shipped_schema_spells_the_vocabulary_out_but_vocab_json(path: Path) -> None:
+    """An outcome or a class is named in vocab.json only: the other schemas refer to it, so
+    adding a word to vocab.py (and regenerating vocab.json) reaches every schema."""
+    defs = vocabulary()["$defs"]
+    for where, key, value in walk(json.loads(path.read_text())):
+        if path.name == VOCAB:
+            continue
+        if key == "enum":
+            assert not WORDS & {str(v) for v in value}, f"{path.name}{where}: refer to vocab.json's $defs instead"
+        if key == "pattern":
+            assert not any(f"|{w}|" in value or f"({w}|" in value for w in WORDS), f"{path.name}{where}: spelled out"
+        if key == "$ref" and value.startswith(VOCAB):
+            assert value.removeprefix(VOCAB + "#/$defs/") in defs, f"{path.name}{where}: no such word list {value}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_word_list_of_every_schema_is_the_enums(name: str) -> None:
+    """Bundled as it is printed and loaded, each schema's word lists are exactly vocab.py's enums."""
+    schema = load_schema(name)
+    lists = [v for _, key, v in walk(schema) if key == "enum" and WORDS & {str(x) for x in v}]
+    assert lists, f"{name} names no outcome or class"
+    enums = (list(OUTCOMES), list(FAILURE_CLASSES), [o.value for o in LogOutcome])
+    assert all([w for w in v if w is not None] in enums for v in lists)
+    refs = {v for _, key, v in walk(schema) if key == "$ref"}
+    assert not any(ref.startswith(VOCAB) for ref in refs)  # bundled: every reference is the schema's own
+    jsonschema.validators.validator_for(schema).check_schema(schema)
