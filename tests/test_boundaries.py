@@ -34,6 +34,8 @@ RANKS = {
     "execute": 5,
     "isolate": 6,
     "triage": 6,
+    "limit": 6,
+    "debug": 6,
     "reports": 6,
     "render": 7,
     "cli": 8,

@@ -19,7 +19,9 @@ from diagbench.render.text import visible
 from diagbench.vocab import ExitCode, ReportFormat
 
 if TYPE_CHECKING:
+    from diagbench.debug.record import Debug
     from diagbench.isolate.record import Isolation
+    from diagbench.limit.record import Limit
     from diagbench.render.formats import Rendering
     from diagbench.spec.load import Spec
     from diagbench.triage.record import Triage
@@ -107,8 +109,16 @@ def output_cut_exit(code: object) -> object:
     return ExitCode.USAGE.value
 
 
-def write_run_html(run: Path, spec: Spec, isolation: Isolation | None = None, triage: Triage | None = None) -> None:
-    """report.html in an isolation's or a triage's run directory, led by its answer, as `report` writes it."""
+def write_run_html(
+    run: Path,
+    spec: Spec,
+    isolation: Isolation | None = None,
+    triage: Triage | None = None,
+    limit: Limit | None = None,
+    debug: Debug | None = None,
+) -> None:
+    """report.html in an isolation's, a triage's, a limit's or a debug run's directory, led by
+    its answer, as `report` writes it."""
     from diagbench.judge.view import view_of
     from diagbench.records.redact import spec_redactor
     from diagbench.records.store import load_run
@@ -116,7 +126,7 @@ def write_run_html(run: Path, spec: Spec, isolation: Isolation | None = None, tr
     from diagbench.reports.read import Report, ReportRequest
 
     view = guarded(lambda: view_of(load_run(run), spec_redactor(spec)))
-    page = report_html(Report(ReportRequest(run, ReportFormat.HTML), view, isolation, triage))
+    page = report_html(Report(ReportRequest(run, ReportFormat.HTML), view, isolation, triage, limit, debug))
     guarded(lambda: write_report(run / "report.html", page, "w", run))
 
 

@@ -24,6 +24,8 @@ COMMAND_MODULES = {
     "isolate": "isolate",
     "probe": "probe",
     "triage": "triage",
+    "limit": "limit",
+    "debug": "debug",
     "classify": "inspect",
     "signatures": "inspect",
     "remedies": "triage",

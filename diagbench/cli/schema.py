@@ -11,7 +11,9 @@ from diagbench.cli.app import app, guarded, write_out
 
 @app.command()
 def schema(
-    name: Annotated[str, typer.Argument(help="spec, result, verdicts, manifest, classify, isolation or triage")],
+    name: Annotated[
+        str, typer.Argument(help="spec, result, verdicts, manifest, classify, isolation, triage, limit or debug")
+    ],
 ) -> None:
     """Print the JSON Schema of a spec or of a record (for editors and validators)."""
     from diagbench.schemas import schema_text

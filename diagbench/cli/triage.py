@@ -12,6 +12,7 @@ from diagbench.cli.app import app, err, guarded, out, show, write_run_html
 from diagbench.vocab import ExitCode, TextOrJson
 
 if TYPE_CHECKING:
+    from diagbench.debug.sets import DebugCatalogue
     from diagbench.triage.run import TriageResult
 
 TRIAGE_EXIT_CODES = (
@@ -48,6 +49,15 @@ def triage(
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'triage'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print triage.json")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="first launch it once more with the debug settings its failure calls for")
+    ] = False,
+    debug_sets: Annotated[
+        list[Path] | None, typer.Option(metavar="FILE", help="with --debug: a debug-set file to add")
+    ] = None,
+    sanitizer: Annotated[
+        bool, typer.Option("--sanitizer", help="with --debug: also under a tool a set names (compute-sanitizer)")
+    ] = False,
 ) -> None:
     """Launch a failing command, then the remedies known for its failure; recommend the cheapest that works."""
     from diagbench.cli.isolate import _rules, _sweep_first
@@ -62,6 +72,10 @@ def triage(
     problem = guarded(lambda: from_command(command, server, rules, remedies or [], price, Path.cwd()))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     options = TriageOptions(runs_dir, run_id, repeat, parallel, request, first)
+    if debug or debug_sets or sanitizer:
+        options = dataclasses.replace(
+            options, debug=guarded(lambda: _debug_sets(debug, debug_sets or [])), sanitizer=sanitizer
+        )
     slots = guarded(lambda: triage_slots(problem, options))
     for note in slots.notes:
         err.print(f"diagbench: note: {note}", markup=False)
@@ -79,6 +93,15 @@ def triage(
             progress.close()
     write_run_html(result.run_dir.path, problem.spec, triage=result.triage)
     _finish(result, as_json)
+
+
+def _debug_sets(debug: bool, files: list[Path]) -> DebugCatalogue:
+    from diagbench.debug.sets import load_sets
+    from diagbench.errors import UserError
+
+    if not debug:
+        raise UserError("--debug-sets and --sanitizer go with --debug (add --debug)")
+    return load_sets(files)
 
 
 def _finish(result: TriageResult, as_json: bool) -> NoReturn:

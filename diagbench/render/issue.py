@@ -8,8 +8,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from diagbench.debug.record import Debug
 from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
+from diagbench.render.debug import debug_issue_section
 from diagbench.render.environment import environment_lines
 from diagbench.render.text import visible
 from diagbench.render.triage import price_text
@@ -19,8 +21,10 @@ from diagbench.triage.record import Triage
 FENCE = "```"
 
 
-def render_issue(view: RunView, facts: IssueFacts, triage: Triage | None, server: str | None) -> str:
-    tracker = TRACKERS.get(server or (triage.server if triage else None) or "")
+def render_issue(
+    view: RunView, facts: IssueFacts, triage: Triage | None, server: str | None, debug: Debug | None = None
+) -> str:
+    tracker = TRACKERS.get(server or (triage.server if triage else None) or (debug.server if debug else None) or "")
     title = _title(view, facts, triage)
     out = [f"## {title}", ""]
     if tracker:
@@ -29,6 +33,8 @@ def render_issue(view: RunView, facts: IssueFacts, triage: Triage | None, server
     out += _command(facts, triage)
     for failure in facts.failures:
         out += _failure(failure)
+    if debug is not None:  # `debug` and `triage --debug`: the launch with debugging on
+        out += debug_issue_section(debug)
     if triage is not None:
         out += _tried(triage)
     out += _flaky(view, facts)

@@ -7,14 +7,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rich.console import Group
+
+from diagbench.debug.record import Debug
 from diagbench.isolate.record import Isolation
 from diagbench.judge.view import RunView
+from diagbench.limit.record import Limit
+from diagbench.render.debug import debug_markdown, debug_section_html, render_debug
 from diagbench.render.formats import Rendering, Shown
 from diagbench.render.html import render_html
 from diagbench.render.htmlkit import Html
 from diagbench.render.isolation import render_isolation
 from diagbench.render.isolation_report import isolation_html, isolation_markdown, probes_as_plan
 from diagbench.render.issue import render_issue
+from diagbench.render.limit import limit_markdown, limit_section_html, render_limit
 from diagbench.render.report import render_json, render_junit, render_markdown, run_table
 from diagbench.render.triage import render_triage, triage_markdown, triage_section_html
 from diagbench.reports.read import Report
@@ -42,7 +48,7 @@ def render_report(report: Report, width: int | None = None) -> Rendering:
         case ReportFormat.HTML:
             return report_html(report)
         case ReportFormat.ISSUE:
-            return render_issue(view, report.issue, report.triage, report.request.server)
+            return render_issue(view, report.issue, report.triage, report.request.server, report.debug)
         case _:
             assert_never(format)
 
@@ -66,9 +72,22 @@ class _Lead:
 
 def _lead(report: Report, width: int | None) -> _Lead:
     leader, view = report.leader, report.view
-    if isinstance(leader, Triage):
+    if isinstance(leader, Triage):  # with --debug, its debug launch below it
         md, html = triage_markdown(leader), triage_section_html(leader)
-        return _Lead(view, render_triage(leader), (md,), {"triage": leader.to_json()}, (html,))
+        found = report.debug
+        more = (
+            ((debug_markdown(found),), {"debug": found.to_json()}, (debug_section_html(found),))
+            if found
+            else ((), {}, ())
+        )
+        table = Group(render_triage(leader), render_debug(found)) if found else render_triage(leader)
+        return _Lead(view, table, (md, *more[0]), {"triage": leader.to_json(), **more[1]}, (html, *more[2]))
+    if isinstance(leader, Limit):  # its launches are its plan
+        table, md, html = render_limit(leader), limit_markdown(leader), limit_section_html(leader)
+        return _Lead(probes_as_plan(view), table, (md,), {"limit": leader.to_json()}, (html,))
+    if isinstance(leader, Debug):
+        table, md, html = render_debug(leader), debug_markdown(leader), debug_section_html(leader)
+        return _Lead(probes_as_plan(view), table, (md,), {"debug": leader.to_json()}, (html,))
     if isinstance(leader, Isolation):  # its probes are its plan; its steps say more than its cells
         md, html = isolation_markdown(leader), isolation_html(leader)
         table = render_isolation(leader, width)

@@ -1,5 +1,5 @@
 """`report RUN`'s one core call: a run directory read into a `Report` (its view, and the
-isolation or triage that leads it), and the exit code that report stands for."""
+isolation, triage, limit or debug run that leads it), and the exit code that report stands for."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from diagbench.debug.record import Debug, read_debug
 from diagbench.errors import UserError
 from diagbench.isolate.record import Isolation, read_isolation
 from diagbench.judge.view import RunView, exit_code, view_of
+from diagbench.limit.record import Limit, read_limit
 from diagbench.records.store import load_run
 from diagbench.triage.issue import IssueFacts, issue_facts
 from diagbench.triage.problem import server_word
@@ -38,14 +40,17 @@ class Report:
     view: RunView
     isolation: Isolation | None = None
     triage: Triage | None = None
+    limit: Limit | None = None
+    debug: Debug | None = None  # a debug run's, or a triage's with --debug (the issue carries it)
 
     @property
-    def leader(self) -> Isolation | Triage | None:
-        """What leads the report, whose status is its exit code: a triage's answer, else an
-        isolation's; none in JUnit (the attempts as test cases) nor in an issue."""
+    def leader(self) -> Isolation | Triage | Limit | Debug | None:
+        """What leads the report, whose status is its exit code: a triage's answer, else a
+        limit's, a debug run's or an isolation's; none in JUnit (the attempts as test cases)
+        nor in an issue."""
         if self.request.format in (ReportFormat.JUNIT, ReportFormat.ISSUE):
             return None
-        return self.triage or self.isolation
+        return self.triage or self.limit or self.debug or self.isolation
 
     @property
     def judged_by_expectations(self) -> bool:
@@ -76,4 +81,5 @@ def read_report(request: ReportRequest) -> Report:
     server = server_word("--for", request.server) if request.server is not None else None
     request = dataclasses.replace(request, server=server)
     view = view_of(load_run(request.run_dir))
-    return Report(request, view, read_isolation(request.run_dir), read_triage(request.run_dir))
+    run = request.run_dir
+    return Report(request, view, read_isolation(run), read_triage(run), read_limit(run), read_debug(run))

@@ -19,7 +19,7 @@ from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, NOT_READY, OUTC
 
 __all__ = ["NAMES", "VOCAB", "load_schema", "schema_text", "vocabulary"]
 
-NAMES = ("spec", "result", "verdicts", "manifest", "classify", "isolation", "triage")
+NAMES = ("spec", "result", "verdicts", "manifest", "classify", "isolation", "triage", "limit", "debug")
 VOCAB = "vocab.json"
 _ID = "https://diagbench.invalid/schemas/"
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagbench.debug.sets import DebugCatalogue
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.local import LocalExecutor
@@ -23,19 +24,21 @@ from diagbench.launch import host
 from diagbench.records.build_manifest import build_manifest
 from diagbench.records.manifest import RunSettings
 from diagbench.records.record import AttemptRecord
-from diagbench.records.redact import server_redactor
+from diagbench.records.redact import server_redactor, spec_redactor
 from diagbench.records.store import RunDir, new_run_id, open_run, write_json
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.hypotheses import Hypothesis
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import PriceLoad
+from diagbench.triage.apply import Launch
 from diagbench.triage.choose import Candidate, candidates, hypothesis_of, pairs, recommend, tried_of
 from diagbench.triage.problem import TriageProblem
 from diagbench.triage.record import FILENAME, Status, Target, Triage, Tried
 from diagbench.vocab import Outcome
 
 AXIS = "remedy"  # the one parameter of a triage's cells: which remedy it applies ("none": the command)
+DEBUG = "debug"  # the cell of --debug's launch: the command with the debug settings
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class TriageOptions:
     gpus: GpuRequest | None = None
     first: bool = False  # stop at the first remedy that comes up
     slots: SlotPlan | None = None
+    debug: DebugCatalogue | None = None  # --debug: the failing command is launched once more with debug settings first
+    sanitizer: bool = False  # --sanitizer: debug sets that wrap the command may be used
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,8 @@ class _Runner:
         self.target, self.server = self._target(records), self.server or self._detected(records)
         if all(r.outcome is Outcome.READY for r in records):
             return self.result(Status.COMES_UP, "the command comes up as it is: nothing to triage")
+        if self.options.debug is not None:
+            self._debug(self.options.debug, records)
         singles = candidates(self.problem, self.server, self.target)
         if not singles:
             return self.result(Status.NO_REMEDY, self._no_remedy())
@@ -140,6 +147,31 @@ class _Runner:
             return self.result(Status.FOUND, "")
         return self.result(Status.NONE_WORKED, f"none of the {len(self.launched)} remedies tried came up")
 
+    def _debug(self, catalogue: DebugCatalogue, records: Sequence[AttemptRecord]) -> None:
+        """--debug: the command's failure launched once more with the debug settings it calls for,
+        before any remedy; debug.json beside triage.json (the issue report carries it)."""
+        from diagbench.debug.record import FILENAME as DEBUG_FILE
+        from diagbench.debug.run import debug_failure
+
+        failing = next((r for r in records if r.outcome is not Outcome.READY and r.outcome.ran), None)
+        if failing is None:
+            return
+
+        def relaunch(launch: Launch) -> tuple[AttemptRecord, Path]:
+            candidate = Candidate(DEBUG, (), "", "", 0, launch, ())
+            self.cells.append(self._cell(candidate))
+            self._write_manifest()
+            record = self.launch([candidate], self.plain)[0]
+            return record, self.run_dir.cells / record.attempt / "server.log"
+
+        before = (failing, self.run_dir.cells / failing.attempt / "server.log")
+        secrets = spec_redactor(dataclasses.replace(self.problem.spec, cells=tuple(self.cells)))
+        shown = secrets.log(self.problem.shown())
+        found = debug_failure(
+            catalogue, self.options.sanitizer, self.problem.launch, self.server, before, relaunch, secrets, shown
+        )
+        write_json(self.run_dir.path / DEBUG_FILE, found.to_json())
+
     def register(self, batch: Sequence[Candidate]) -> None:
         """Pre-register the batch's claims in the manifest before any of it launches."""
         for candidate in batch:
@@ -149,7 +181,7 @@ class _Runner:
 
     def launch(self, batch: Sequence[Candidate], executor: LocalExecutor) -> list[AttemptRecord]:
         todo = [PlannedAttempt(self._cell(c), r) for c in batch for r in range(1, self.options.repeat + 1)]
-        self.launched += [c for c in batch if c.id != "none"]
+        self.launched += [c for c in batch if c.id not in ("none", DEBUG)]
         secrets = server_redactor(self.problem.server_spec)
         scheduled = run_attempts(
             todo, executor, self.slots.slots, self.run_dir, self.events, self.cancel, self._gate, secrets=secrets

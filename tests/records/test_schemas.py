@@ -42,7 +42,7 @@ def test_an_unknown_schema_name_is_one_message_and_exit_2() -> None:
     out = subprocess.run([sys.executable, "-m", "diagbench", "schema", "nope"], capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        "diagbench: unknown schema 'nope' (choose one of: spec, result, verdicts, manifest, classify, isolation, triage)"
+        "diagbench: unknown schema 'nope' (choose one of: spec, result, verdicts, manifest, classify, isolation, triage, limit, debug)"
     )
 
 
@@ -68,6 +68,9 @@ def test_every_committed_run_matches_the_record_schemas(run: Path) -> None:
         check("isolation", json.loads((run / "isolation.json").read_text()))
     if (run / "triage.json").is_file():
         check("triage", json.loads((run / "triage.json").read_text()))
+    for name in ("limit", "debug"):
+        if (run / f"{name}.json").is_file():
+            check(name, json.loads((run / f"{name}.json").read_text()))
 
 
 def test_the_golden_json_report_holds_records_and_verdicts_of_the_schemas() -> None:

@@ -1,0 +1,148 @@
+"""`diagbench limit`: the largest (or smallest) value of an option or variable at which a command still comes up."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+from diagbench.cli.app import app, err, guarded, out, show, write_run_html
+from diagbench.cli.executor_options import with_executor_options
+from diagbench.errors import UserError
+from diagbench.vocab import ExitCode, TextOrJson
+
+if TYPE_CHECKING:
+    from diagbench.execute.cancel import Cancel
+    from diagbench.limit.launches import LaunchOptions
+    from diagbench.limit.run import LimitResult
+    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.spec.load import Spec
+
+LIMIT_EXIT_CODES = (
+    "\b\nExit codes: 0 a value that comes up was found (the limit); 1 nothing in the range came up, or a launch\n"
+    "decided nothing; 2 bad usage; 3 diagbench failed; 130 interrupted."
+)
+
+
+@app.command(epilog=LIMIT_EXIT_CODES)
+@with_executor_options
+def limit(
+    command: Annotated[str, typer.Argument(metavar="CMD", help="the command line, with {port}")],
+    vary: Annotated[
+        list[str] | None,
+        typer.Option(metavar="OPT=LO..HI", help="the option to vary, and its range (e.g. --cuda-graph-max-bs=1..64)"),
+    ] = None,
+    vary_env: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME=LO..HI", help="the variable to vary instead, and its range"),
+    ] = None,
+    smallest: Annotated[
+        bool, typer.Option("--smallest", help="the smallest value that comes up (default: the largest)")
+    ] = False,
+    repeat: Annotated[
+        int, typer.Option(min=1, metavar="N", help="launches per value; a value that disagrees is flaky")
+    ] = 1,
+    price: Annotated[
+        int, typer.Option(min=0, metavar="N", help="send N requests to each launch that comes up, and measure")
+    ] = 0,
+    server: Annotated[
+        str | None, typer.Option(help="the server (vllm, sglang, ...; default: from CMD); --price sends its request")
+    ] = None,
+    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
+    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
+    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
+    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
+    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
+    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
+    parallel: Annotated[
+        int | None,
+        typer.Option(min=1, metavar="N", help="launches at once, of one value's repeats (default: one per GPU slot)"),
+    ] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to hand out: all, none, or ids such as 0,1,2,3")] = None,
+    where: ExecutorSpec | None = None,  # --executor and each executor's options (cli/executor_options.py)
+    runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
+    run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'limit'")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print limit.json")] = False,
+) -> None:
+    """Find the largest (or smallest) value of an option or variable at which CMD still comes up, by bisection."""
+    from diagbench.cli.isolate import _rules
+    from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.limit.problem import LimitRequest, from_command
+    from diagbench.limit.run import find_limit
+    from diagbench.render.limit import LimitProgress
+
+    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
+    given = LimitRequest(command, vary or [], vary_env or [], smallest, server, price)
+    problem = guarded(lambda: from_command(given, rules, Path.cwd()))
+    options = launch_options(problem.spec, where, runs_dir, run_id, repeat, parallel, gpus)
+    console = err if as_json else out
+    cancel = Cancel()
+    # a signal stops the search in order: the running launches are torn down and recorded,
+    # limit.json is written with what was known, and it exits 130 (a second signal hurries it)
+    with stop_on_signals(cancel):
+        sweep_first(cancel)
+        progress = LimitProgress(console)
+        try:
+            result = guarded(lambda: find_limit(problem, options, progress, cancel))
+        finally:
+            progress.close()
+    write_run_html(result.run_dir.path, problem.spec, limit=result.limit)
+    _finish(result, as_json)
+
+
+def launch_options(
+    spec: Spec,
+    where: ExecutorSpec | None,
+    runs_dir: Path,
+    run_id: str | None,
+    repeat: int,
+    parallel: int | None,
+    gpus: str | None,
+) -> LaunchOptions:
+    """Where and how the launches run: this host's slots (notes said), through the chosen executor."""
+    from diagbench.execute.choice import requested
+    from diagbench.execute.executors import plugin_for
+    from diagbench.limit.launches import LaunchOptions
+    from diagbench.spec.executor import ExecutorSpec
+    from diagbench.spec.gpus import gpu_request_option
+
+    layers = guarded(lambda: requested(spec, where or ExecutorSpec(), None))
+    if not plugin_for(layers.resolved_kind).on_this_host:
+        guarded(lambda: _elsewhere(layers.resolved_kind))
+    request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
+    options = LaunchOptions(runs_dir, run_id, repeat, parallel, request, executor=layers)
+    slots = guarded(lambda: plugin_for(layers.resolved_kind).slots(spec, None, request, parallel, repeat))
+    for note in slots.notes:
+        err.print(f"diagbench: note: {note}", markup=False)
+    return dataclasses.replace(options, slots=slots)
+
+
+def _elsewhere(kind: str) -> NoReturn:
+    raise UserError(
+        f"--executor {kind}: limit and debug launch on this host (each launch is made as the search goes, and a "
+        f"{kind} job reads its cell from a spec file): run them on the node, or make the values a spec's axis "
+        "and use diagbench run"
+    )
+
+
+def sweep_first(cancel: Cancel) -> None:
+    """Before launching: stop what a diagbench that died left running (never a live one's)."""
+    from diagbench.cli.isolate import _sweep_first
+
+    _sweep_first(cancel)
+
+
+def _finish(result: LimitResult, as_json: bool) -> NoReturn:
+    from diagbench.render.limit import limit_as
+
+    found = result.limit
+    show(limit_as(found, TextOrJson.of(as_json)))
+    if found.status.exit_code != ExitCode.OK and found.reason:
+        err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
+    if result.harness_errors:
+        for line in result.harness_errors:
+            err.print(f"diagbench failed in {line}", markup=False)
+        raise typer.Exit(ExitCode.HARNESS)
+    raise typer.Exit(found.status.exit_code)

@@ -1,0 +1,1 @@
+"""Debug: a failing launch launched once more with the debug settings its failure calls for."""

@@ -1,0 +1,205 @@
+"""`limit.json`: the option or variable varied, the range, the limit found, the value past
+it, whether the values that come up lie on one side, and every value launched. Typed,
+versioned, read back with suspicion."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from diagbench.errors import RecordError
+from diagbench.records.files import read_regular
+from diagbench.vocab import ExitCode
+
+__all__ = ["FILENAME", "LIMIT_VERSION", "Limit", "Role", "Status", "Step", "read_limit"]
+
+FILENAME = "limit.json"
+LIMIT_VERSION = 1
+_MAX_BYTES = 16 << 20
+
+
+class Status(str, Enum):
+    FOUND = "found"  # a value came up: the limit
+    NONE_UP = "none_up"  # nothing launched in the range came up
+    UNRESOLVED = "unresolved"  # a launch that decided nothing (it did not start) stopped the search
+    INTERRUPTED = "interrupted"
+    WRITE_FAILED = "write_failed"  # a record or log could not be written (a full disk)
+
+    @property
+    def exit_code(self) -> int:
+        codes = {
+            Status.FOUND: ExitCode.OK,
+            Status.INTERRUPTED: ExitCode.INTERRUPTED,
+            Status.WRITE_FAILED: ExitCode.USAGE,
+        }
+        return int(codes.get(self, ExitCode.EXPECT_VIOLATED))
+
+
+class Role(str, Enum):
+    SEARCH = "search"  # a launch of the bisection
+    CHECK = "check"  # a launch that checks that the values that come up lie on one side
+
+
+@dataclass(frozen=True)
+class Step:
+    """One value's launches: what they did, and what the search took from them."""
+
+    value: int
+    role: Role
+    verdict: str  # ok, bad, flaky, unresolved (search.Verdict)
+    outcome: str  # of its launches, the commonest (`failed:oom` is outcome failed, class oom)
+    failure_class: str | None
+    outcomes: tuple[str, ...]  # every launch's label
+    attempts: tuple[str, ...]
+    line: str | None = None  # the deciding line (or what decided when no line did)
+    line_no: int | None = None
+    startup_s: float | None = None  # launch -> ready, of the first launch that came up
+    price: Mapping[str, Any] | None = None  # --price: the first launch that came up's figures
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "role": self.role.value,
+            "verdict": self.verdict,
+            "outcome": self.outcome,
+            "failure_class": self.failure_class,
+            "outcomes": list(self.outcomes),
+            "attempts": list(self.attempts),
+            "line": self.line,
+            "line_no": self.line_no,
+            "startup_s": self.startup_s,
+            "price": dict(self.price) if self.price else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Step:
+        return cls(
+            value=int(data["value"]),
+            role=Role(data["role"]),
+            verdict=str(data["verdict"]),
+            outcome=str(data["outcome"]),
+            failure_class=data.get("failure_class"),
+            outcomes=tuple(str(o) for o in data.get("outcomes", [])),
+            attempts=tuple(str(a) for a in data.get("attempts", [])),
+            line=data.get("line"),
+            line_no=data.get("line_no"),
+            startup_s=data.get("startup_s"),
+            price=data.get("price"),
+        )
+
+
+@dataclass(frozen=True)
+class Limit:
+    status: Status
+    reason: str
+    command: str  # with {value} where the value goes, secrets blanked
+    option: str  # the option (`--cuda-graph-max-bs`) or variable varied
+    env: bool  # a variable (--vary-env), not an option
+    smallest: bool  # the smallest value that comes up was looked for
+    lo: int
+    hi: int
+    largest_ok: int | None = None  # the largest value that came up (--smallest: null)
+    smallest_bad: int | None = None  # the value above it that did not (null: HI came up)
+    smallest_ok: int | None = None  # --smallest: the smallest value that came up
+    largest_bad: int | None = None  # --smallest: the value below it that did not (null: LO came up)
+    monotone: bool | None = None  # null: not checked
+    against: int | None = None  # a value on the wrong side of the limit (monotone false)
+    flaky: tuple[int, ...] = ()
+    launches: int = 0
+    budget: int = 0  # launches the search may take: (ceil(log2(HI - LO)) + 2) x --repeat
+    repeat: int = 1
+    steps: tuple[Step, ...] = ()
+    server: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def limit(self) -> int | None:
+        return self.smallest_ok if self.smallest else self.largest_ok
+
+    @property
+    def beyond(self) -> int | None:
+        return self.largest_bad if self.smallest else self.smallest_bad
+
+    def step(self, value: int | None) -> Step | None:
+        return next((s for s in self.steps if s.value == value), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "limit_version": LIMIT_VERSION,
+            "status": self.status.value,
+            "reason": self.reason,
+            "command": self.command,
+            "server": self.server,
+            "option": self.option,
+            "env": self.env,
+            "smallest": self.smallest,
+            "lo": self.lo,
+            "hi": self.hi,
+            "largest_ok": self.largest_ok,
+            "smallest_bad": self.smallest_bad,
+            "smallest_ok": self.smallest_ok,
+            "largest_bad": self.largest_bad,
+            "launches": self.launches,
+            "budget": self.budget,
+            "repeat": self.repeat,
+            "monotone": self.monotone,
+            "against": self.against,
+            "flaky": list(self.flaky),
+            "steps": [s.to_json() for s in self.steps],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Limit:
+        version = data.get("limit_version")
+        if not isinstance(version, int) or version > LIMIT_VERSION:
+            raise RecordError(f"limit.json: limit_version {version!r}: written by a newer diagbench")
+        try:
+            return cls(
+                status=Status(data["status"]),
+                reason=str(data.get("reason", "")),
+                command=str(data["command"]),
+                option=str(data["option"]),
+                env=bool(data.get("env")),
+                smallest=bool(data.get("smallest")),
+                lo=int(data["lo"]),
+                hi=int(data["hi"]),
+                **{k: _int_or_none(data.get(k)) for k in ("largest_ok", "smallest_bad", "smallest_ok", "largest_bad")},
+                monotone=data.get("monotone"),
+                against=_int_or_none(data.get("against")),
+                flaky=tuple(int(v) for v in data.get("flaky", [])),
+                launches=int(data.get("launches", 0)),
+                budget=int(data.get("budget", 0)),
+                repeat=int(data.get("repeat", 1)),
+                steps=tuple(Step.from_json(s) for s in data.get("steps", [])),
+                server=data.get("server"),
+                notes=tuple(str(n) for n in data.get("notes", [])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordError(f"limit.json: malformed: {exc!r}") from None
+
+
+def _int_or_none(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer or null, got {value!r}")
+    return value
+
+
+def read_limit(run_dir: Path) -> Limit | None:
+    """The run's limit.json, or None when the run is no limit search."""
+    path = run_dir / FILENAME
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = json.loads(read_regular(path, _MAX_BYTES).decode("utf-8"))  # never through a link, nor a FIFO
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: unreadable: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object")
+    return Limit.from_json(data)
