@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "diagbench"
 RANKS = {
     "vocab": 0,
     "errors": 0,
+    "jsonvalue": 0,
     "yamlsrc": 0,
     "schemas": 0,
     "sensitive": 0,

@@ -19,6 +19,7 @@ from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import Slot, SlotPlan, plain_slots
 from diagbench.launch.gpu import GpuOffer
 from diagbench.logs.classify import classify_file
+from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.store import RunDir
 from diagbench.spec.executor import ExecutorKey, ExecutorSpec
@@ -73,7 +74,7 @@ class FakeExecutor:
             ended_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             log_bytes=log.stat().st_size,
             log_kept_bytes=log.stat().st_size,
-            executor={"kind": FAKE, "job_id": None, "node": "in-process"},
+            executor=Placement(FAKE, None, "in-process"),
         )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from typing import Any
 
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
@@ -14,6 +13,7 @@ from diagbench.launch.attempt import run_attempt
 from diagbench.launch.gpulease import hold_gpus
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
+from diagbench.records.parts import GpuSettle, Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
@@ -70,8 +70,8 @@ class LocalExecutor:
         )
         if gpu_info is not None:
             after = gpu.memory_used_mib()
-            gpu_info["after_mib"] = None if after is None else gpu.pick(after, watched)
-            record = dataclasses.replace(record, gpu=gpu_info)
+            after_mib = None if after is None else tuple(gpu.pick(after, watched))
+            record = dataclasses.replace(record, gpu=dataclasses.replace(gpu_info, after_mib=after_mib))
         record = dataclasses.replace(record, gpus=list(slot.gpus), executor=local_place())
         secrets = server_redactor(self.server, [item.cell.env], [item.cell.args])
         return redact_record(record, secrets)
@@ -87,18 +87,15 @@ class LocalExecutor:
             return []
         return None
 
-    def _settle_gpu(self, watched: list[int] | None, cancel: Cancel) -> dict[str, Any] | None:
+    def _settle_gpu(self, watched: list[int] | None, cancel: Cancel) -> GpuSettle | None:
         """Wait (bounded) until the watched GPUs' memory is back to where the run started."""
         if self.baseline is None or watched == []:
             return None
         before, waited = gpu.wait_for_baseline(self.baseline, cancel.event, indices=watched)
-        return {
-            "baseline_mib": gpu.pick(self.baseline, watched),
-            "before_mib": before,
-            "settle_wait_s": round(waited, 3),
-        }
+        baseline = tuple(gpu.pick(self.baseline, watched))
+        return GpuSettle(baseline, None if before is None else tuple(before), round(waited, 3))
 
 
-def local_place() -> dict[str, Any]:
+def local_place() -> Placement:
     """result.json's `executor` for an attempt run on this host."""
-    return {"kind": "local", "job_id": None, "node": socket.gethostname()}
+    return Placement("local", None, socket.gethostname())

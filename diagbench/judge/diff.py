@@ -116,7 +116,7 @@ def hang_sites(records: Sequence[AttemptRecord]) -> dict[str, str]:
     found: dict[str, list[str]] = {}
     for r in records:
         if r.hang is not None:
-            found.setdefault(r.cell_id, []).append(str(r.hang.get("site") or "?"))
+            found.setdefault(r.cell_id, []).append(r.hang.site or "?")
     return {cell: "; ".join(dict.fromkeys(sites)) for cell, sites in found.items()}
 
 

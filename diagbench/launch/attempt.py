@@ -28,6 +28,7 @@ from diagbench.launch.tags import Tag
 from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
 from diagbench.logs.scan import Scanner
 from diagbench.logs.watch import Watch
+from diagbench.records.parts import Price
 from diagbench.records.record import AttemptRecord, PhaseChange
 from diagbench.records.redact import Redactor, redact, redact_argv, server_redactor
 from diagbench.spec.load import ServerSpec
@@ -94,7 +95,7 @@ def run_attempt(
         record = _record(base, decision, watch, reader, teardown, t0, stats)
         record = with_cause(record, folder / "server.log", stats)
         phases = _timeline(watch.phases, t0, decision.at)
-        return replace(record, phases=phases, price=price, **hang.fields())
+        return hang.recorded(replace(record, phases=phases, price=price))
 
 
 def _timeline(phases: list[PhaseEntered], t0: float, decided: float) -> list[PhaseChange]:
@@ -138,7 +139,7 @@ class _Supervisor:
     hurry: threading.Event | None
     hang: HangCheck
 
-    def supervise(self, proc: ServerProcess, reader: LogReader) -> tuple[Decision, Teardown, dict[str, Any] | None]:
+    def supervise(self, proc: ServerProcess, reader: LogReader) -> tuple[Decision, Teardown, Price | None]:
         """Watch the server until decided (and price it, when asked, once ready), then (stacks
         first, if hung) stop its whole tree, whatever happened."""
         server, port = self.server, self.port
@@ -178,7 +179,7 @@ class _Supervisor:
         it reads diagbench's whole environment, ~0.5 ms that a decision's SIGTERM waited on)."""
         return server_redactor(self.server, [self.planned.cell.env], [self.planned.cell.args])
 
-    def price(self, reader: LogReader) -> dict[str, Any] | None:
+    def price(self, reader: LogReader) -> Price | None:
         """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""
         if self.server.price is None:
             return None

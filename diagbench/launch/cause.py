@@ -9,6 +9,7 @@ from pathlib import Path
 from diagbench.launch.logfile import LogStats
 from diagbench.logs.reading import CAUSE_BELOW, Reading, causes_of, refine
 from diagbench.logs.rootcause import root_of
+from diagbench.records.parts import RootCause
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
 
@@ -29,10 +30,10 @@ def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptReco
     if got.cause is None:
         return record
     if record.outcome is Outcome.CRASHED:  # it exited before ready: its class stays as the watch said
-        return replace(record, cause=got.cause.to_json())
+        return replace(record, cause=RootCause.of(got.cause))
     return replace(
         record,
         failure_class=got.failure_class,
         secondary_classes=list(got.secondary_classes),
-        cause=got.cause.to_json(),
+        cause=RootCause.of(got.cause),
     )

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from diagbench.launch.hangsite import summarise
 from diagbench.launch.process import ServerProcess, members
@@ -15,7 +15,10 @@ from diagbench.launch.stacks import take_stacks
 from diagbench.launch.stall import StallWatch
 from diagbench.logs.decision import Decision
 from diagbench.logs.watch import Watch
+from diagbench.records.parts import Hang
+from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor
+from diagbench.records.typed import build
 from diagbench.spec.load import ServerSpec
 from diagbench.vocab import Outcome
 
@@ -42,7 +45,7 @@ class HangCheck:
         self.server, self.folder = server, folder
         self.stall = StallWatch(pid, server.stall, gpu_indices, now) if server.stall else None
         self.stalled_after_s: float | None = None
-        self.hang: dict[str, Any] | None = None
+        self.hang: Hang | None = None
 
     def wakeup(self) -> float | None:
         return self.stall.next_check if self.stall else None
@@ -82,13 +85,15 @@ class HangCheck:
             taken = take_stacks(members(proc), self.folder / STACKS_FOLDER, redactor, fh_dir)
         except OSError as exc:  # the disk, not the server: the attempt's outcome stands, its stacks are lost
             why = redactor.log(f"stacks could not be written: {exc}")
-            self.hang = {"pid": proc.pid, "name": "?", "thread": None, "frames": [], "site": None, "notes": [why]}
+            self.hang = Hang(proc.pid, "?", None, (), None, notes=(why,))
             return
         hang = summarise(taken, STACKS_FOLDER)
         if hang is not None:
-            hang["taken_s"] = round(time.monotonic() - started, 3)
-            self.hang = redactor.deep(hang)
+            hang = replace(hang, taken_s=round(time.monotonic() - started, 3))
+            self.hang = build(Hang, redactor.deep(dict(hang.to_json())))
 
-    def fields(self) -> dict[str, Any]:
-        """The record's `stalled`, `stalled_after_s` and `hang`."""
-        return {"stalled": self.stalled_after_s is not None, "stalled_after_s": self.stalled_after_s, "hang": self.hang}
+    def recorded(self, record: AttemptRecord) -> AttemptRecord:
+        """The record with its `stalled`, `stalled_after_s` and `hang`."""
+        return replace(
+            record, stalled=self.stalled_after_s is not None, stalled_after_s=self.stalled_after_s, hang=self.hang
+        )

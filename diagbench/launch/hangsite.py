@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from diagbench.launch.stacks import ProcessStacks, Thread
+from diagbench.records.parts import Hang
 
 TOP_FRAMES = 8
 GPU, BLOCKED, CHILDREN, SLEEP, UNKNOWN = 0, 1, 2, 3, 9
@@ -59,7 +59,7 @@ _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^():]+?)(?::(?P<line>\d+))?\)$"
 _STDLIB = {file for _, file in _PYTHON_WAITS} | {"popen_fork.py", "synchronize.py", "ssl.py"}
 
 
-def summarise(taken: Sequence[ProcessStacks], folder_name: str = "stacks") -> dict[str, Any] | None:
+def summarise(taken: Sequence[ProcessStacks], folder_name: str = "stacks") -> Hang | None:
     """result.json's `hang`: the thread that waits on the most telling thing, and its site."""
     if not taken:
         return None
@@ -69,22 +69,14 @@ def summarise(taken: Sequence[ProcessStacks], folder_name: str = "stacks") -> di
             rank, site = thread_site(thread.frames)
             if best is None or rank < best[0]:
                 best = (rank, order, stacks, thread, site)
-    notes = [f"pid {s.pid}: {note}" for s in taken for note in s.notes]
-    files = [f"{folder_name}/{s.pid}.txt" for s in taken]
+    notes = tuple(f"pid {s.pid}: {note}" for s in taken for note in s.notes)
+    files = tuple(f"{folder_name}/{s.pid}.txt" for s in taken)
     if best is None:
-        return {"pid": taken[0].pid, "name": taken[0].name, "thread": None, "frames": [], "site": None,
-                "files": files, "notes": notes}  # fmt: skip
+        return Hang(taken[0].pid, taken[0].name, None, (), None, files=files, notes=notes)
     _, _, stacks, thread, site = best
-    return {
-        "pid": stacks.pid,
-        "name": stacks.name,
-        "thread": f"{thread.name or '?'} ({thread.tid})",
-        "frames": list(thread.frames[:TOP_FRAMES]),
-        "site": site,
-        "waiting_frame": waiting_frame(thread.frames),
-        "files": files,
-        "notes": notes,
-    }
+    frames = tuple(thread.frames[:TOP_FRAMES])
+    thread_name = f"{thread.name or '?'} ({thread.tid})"
+    return Hang(stacks.pid, stacks.name, thread_name, frames, site, waiting_frame(thread.frames), files, notes)
 
 
 def thread_site(frames: Sequence[str]) -> tuple[int, str | None]:

@@ -13,24 +13,22 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 
+from diagbench.records.parts import Price
 from diagbench.spec.ready import PriceLoad
 
 PRICE_VERSION = 1
 JOIN_S = 5.0  # a request in flight when the budget ran out
 
 
-def price_launch(
-    url: str, load: PriceLoad, cancel_fd: int, pipe: int | None, pump: Callable[[], bool]
-) -> dict[str, Any] | None:
+def price_launch(url: str, load: PriceLoad, cancel_fd: int, pipe: int | None, pump: Callable[[], bool]) -> Price | None:
     """The load, sent from a thread while this one keeps the server's pipe drained (`pump`
     reads what it wrote; False once the pipe is at its end): a server blocked on a full pipe
     would stall its own answers. A byte on `cancel_fd` (Ctrl-C) stops the load."""
-    stop, figures = threading.Event(), dict[str, Any]()
-    sender = threading.Thread(target=lambda: figures.update(measure(url, load, stop)), daemon=True)
+    stop, figures = threading.Event(), list[Price]()
+    sender = threading.Thread(target=lambda: figures.append(measure(url, load, stop)), daemon=True)
     sender.start()
     with selectors.DefaultSelector() as sel:
         if pipe is not None:
@@ -44,10 +42,10 @@ def price_launch(
                 elif not pump():
                     sel.unregister(key.fd)
     sender.join(JOIN_S)
-    return figures or None
+    return figures[0] if figures else None
 
 
-def measure(url: str, load: PriceLoad, stop: threading.Event) -> dict[str, Any]:
+def measure(url: str, load: PriceLoad, stop: threading.Event) -> Price:
     """Send `load.count` requests to `url` in turn; stop early at the budget or at `stop`."""
     latencies: list[float] = []
     tokens: list[int] = []
@@ -80,23 +78,23 @@ def measure(url: str, load: PriceLoad, stop: threading.Event) -> dict[str, Any]:
 
 def _figures(
     load: PriceLoad, latencies: list[float], tokens: list[int], failed: int, error: str, seconds: float
-) -> dict[str, Any]:
+) -> Price:
     ok = len(latencies)
     busy = sum(latencies)
     ordered = sorted(latencies)
-    return {
-        "version": PRICE_VERSION,
-        "request": load.request.label,
-        "requests": load.count,
-        "ok": ok,
-        "failed": failed,
-        "seconds": round(seconds, 4),
-        "throughput_rps": round(ok / busy, 3) if busy > 0 else None,
-        "tokens_per_s": round(sum(tokens) / busy, 2) if tokens and busy > 0 else None,
-        "latency_p50_s": round(statistics.median(ordered), 5) if ordered else None,
-        "latency_p95_s": round(ordered[min(ok - 1, int(0.95 * ok))], 5) if ordered else None,
-        "error": error or None,
-    }
+    return Price(
+        version=PRICE_VERSION,
+        request=load.request.label,
+        requests=load.count,
+        ok=ok,
+        failed=failed,
+        seconds=round(seconds, 4),
+        throughput_rps=round(ok / busy, 3) if busy > 0 else None,
+        tokens_per_s=round(sum(tokens) / busy, 2) if tokens and busy > 0 else None,
+        latency_p50_s=round(statistics.median(ordered), 5) if ordered else None,
+        latency_p95_s=round(ordered[min(ok - 1, int(0.95 * ok))], 5) if ordered else None,
+        error=error or None,
+    )
 
 
 def _tokens(response: httpx.Response) -> int | None:

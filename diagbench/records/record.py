@@ -6,15 +6,18 @@ and a missing or mistyped field names itself instead of surfacing later as a tra
 
 from __future__ import annotations
 
-import json
-import types
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol, Union, get_args, get_origin, get_type_hints
+from typing import Protocol
 
 from diagbench.errors import RecordError
+from diagbench.jsonvalue import JSONObject
+from diagbench.records.parts import GpuSettle, Hang, Placement, Price, RootCause
+from diagbench.records.typed import OMIT_NONE, build, plain
 from diagbench.vocab import Evidence, Outcome, outcome_label
+
+__all__ = ["SCHEMA_VERSION", "AttemptRecord", "Killed", "PhaseChange", "Planned", "not_launched"]
 
 SCHEMA_VERSION = 1
 
@@ -68,15 +71,15 @@ class AttemptRecord:
     left_behind: list[int] = field(default_factory=list)  # pids that survived SIGKILL (should be empty)
     teardown_s: float | None = None
     sigterm_at: float | None = None  # epoch seconds teardown began (for latency figures)
-    gpu: dict[str, Any] | None = None  # memory hygiene: {baseline_mib, before_mib, settle_wait_s, after_mib}
+    gpu: GpuSettle | None = None  # memory hygiene around it
     gpus: list[str] = field(default_factory=list)  # the GPU ids it was given (its CUDA_VISIBLE_DEVICES)
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
-    executor: dict[str, Any] | None = None  # where it ran: {kind, job_id, node}; a cluster job's gpus, queued_s
-    cause: dict[str, Any] | None = None  # the root cause the log reader followed: {type, message, line_no}
+    executor: Placement | None = None  # where it ran
+    cause: RootCause | None = None  # the root cause the log reader followed
     stalled: bool = False  # ended early by server.stall: no log line and no work for that long
     stalled_after_s: float | None = None  # the quiet seconds when the stall was decided
-    hang: dict[str, Any] | None = None  # {pid, name, thread, frames, site, files, notes}; null unless stacks were taken
-    price: dict[str, Any] | None = None  # a pricing load's figures, once ready (triage --price); see launch/load.py
+    hang: Hang | None = None  # where the tree waited; None unless stacks were taken
+    price: Price | None = field(default=None, metadata=OMIT_NONE)  # a pricing load's figures (triage --price)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -93,16 +96,13 @@ class AttemptRecord:
         """`failed:oom`, or the outcome alone."""
         return outcome_label(self.outcome, self.failure_class)
 
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        if data["price"] is None:  # only a priced launch (triage --price) has one
-            del data["price"]
-        return data
+    def to_json(self) -> JSONObject:
+        return plain(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AttemptRecord:
-        """Read a record: fields of newer minor additions are ignored, a newer schema is refused."""
+    def from_json(cls, data: Mapping[str, object]) -> AttemptRecord:
+        """Read a record: fields of newer minor additions are ignored, a newer schema is refused,
+        a mistyped field is named (records/typed.py)."""
         version = data.get("schema_version", SCHEMA_VERSION)
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise RecordError(
@@ -111,19 +111,10 @@ class AttemptRecord:
         for name, kind in _REQUIRED.items():
             if not isinstance(data.get(name), kind):
                 raise RecordError(f"field '{name}': expected {_KIND_WORDS[kind]}, got {data.get(name)!r}")
+        if data["outcome"] not in {o.value for o in Outcome}:
+            raise RecordError(f"field 'outcome': unknown outcome {data['outcome']!r}")
         try:
-            outcome = Outcome(data["outcome"])
-        except ValueError:
-            raise RecordError(f"field 'outcome': unknown outcome {data['outcome']!r}") from None
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name, value in values.items():
-            _check_field(name, value)
-        try:
-            values["evidence"] = _known(Evidence, data["evidence"]) if data.get("evidence") else None
-            values["killed"] = [_known(Killed, k) for k in data.get("killed") or []]
-            values["phases"] = [_known(PhaseChange, p) for p in data.get("phases") or []]  # absent before phases
-            return cls(**{**values, "outcome": outcome})
+            return build(cls, data)
         except TypeError as exc:
             raise RecordError(f"malformed record: {exc}") from None
 
@@ -177,66 +168,5 @@ def not_launched(
     )
 
 
-def _known(kind: Any, data: Mapping[str, Any]) -> Any:
-    """A nested record from its JSON, fields added by a newer minor version left out."""
-    return kind(**{f.name: data[f.name] for f in fields(kind)})
-
-
-def _check_field(name: str, value: Any) -> None:
-    """A field's value against its annotation, so a mistyped one is named here, not in a report."""
-    hint = _HINTS[name]
-    if name != "outcome" and not _conforms(value, hint):
-        raise RecordError(f"field '{name}': expected {_words(hint)}, got {_shown(value)}")
-
-
-def _conforms(value: Any, hint: Any) -> bool:
-    origin, args = get_origin(hint), get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (Union, types.UnionType):
-        return any(_conforms(value, arg) for arg in args)
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint in (int, str, bool):
-        return isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
-    if origin is list:
-        return isinstance(value, list) and all(_conforms(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(_conforms(v, args[1]) for v in value.values())
-    if is_dataclass(hint):  # Evidence, Killed: a JSON object with exactly their fields
-        hints = get_type_hints(hint)
-        return isinstance(value, dict) and all(k in value and _conforms(value[k], h) for k, h in hints.items())
-    return isinstance(value, hint)
-
-
-def _words(hint: Any, many: bool = False) -> str:
-    """How a type is named in a message: "a string or null", "a list of integers"."""
-    origin, args = get_origin(hint), get_args(hint)
-    if origin in (Union, types.UnionType):
-        return " or ".join(_words(arg, many) for arg in args)
-    if origin in (list, dict):
-        kind = ("lists" if many else "a list") if origin is list else ("mappings" if many else "a mapping")
-        return kind if args[-1] is Any else f"{kind} of {_words(args[-1], True)}"
-    if is_dataclass(hint):
-        return "{" + ", ".join(f.name for f in fields(hint)) + "}" + (" objects" if many else "")
-    return _TYPE_WORDS.get(hint, ("", str(hint)))[many]
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:59] + "…"
-
-
-_TYPE_WORDS: dict[Any, tuple[str, str]] = {
-    str: ("a string", "strings"),
-    int: ("an integer", "integers"),
-    float: ("a number", "numbers"),
-    bool: ("true or false", "true or false"),
-    type(None): ("null", "nulls"),
-    Any: ("anything", "anything"),
-}
-_HINTS = get_type_hints(AttemptRecord)
 _REQUIRED: dict[str, type] = {"cell_id": str, "repeat": int, "attempt": str, "params": dict, "outcome": str}
 _KIND_WORDS = {str: "a string", int: "an integer", dict: "a mapping"}

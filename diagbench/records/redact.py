@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from diagbench.records.parts import Hang
+from diagbench.records.typed import build, plain
 from diagbench.sensitive import REDACTED, SHAPE, secret_flag, secret_name, secret_template
 
 if TYPE_CHECKING:  # yaml is loaded by a spec's text alone: `classify` redacts without it
@@ -258,8 +260,8 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
         env_changes=redactor.env(record.env_changes),
         reason=redactor.log(record.reason),
         evidence=replace(evidence, text=redactor.cut(evidence.text)) if evidence else None,  # clipped lines
-        cause={**record.cause, "message": redactor.cut(str(record.cause.get("message", "")))} if record.cause else None,
-        hang=redactor.deep(record.hang) if record.hang else None,  # frames and notes can carry argv
+        cause=replace(record.cause, message=redactor.cut(record.cause.message)) if record.cause else None,
+        hang=build(Hang, redactor.deep(dict(plain(record.hang)))) if record.hang else None,  # frames, notes: argv
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from diagbench import safetext
 from diagbench.judge.view import RunView
+from diagbench.records.parts import Hang
 from diagbench.records.record import AttemptRecord
 from diagbench.render.htmlkit import Html, el
 
@@ -27,8 +28,8 @@ def outcome_words(r: AttemptRecord, short: bool = False) -> str:
     if r.stalled and r.stalled_after_s is not None:
         where = f" in {r.phase}" if r.phase else ""
         words += f" (stalled {r.stalled_after_s:.0f}s{where})"
-    site = (r.hang or {}).get("site")
-    if isinstance(site, str) and site:
+    site = r.hang.site if r.hang else None
+    if site:
         words += f" at {short_site(site) if short else site}"
     return words
 
@@ -43,30 +44,30 @@ def saved_words(records: Sequence[AttemptRecord], timeout_s: float | None) -> st
     return f"{len(stalled)} stalled {noun} ended {saved:.0f}s in all before the {timeout_s:g}s timeout"
 
 
-def hung(view: RunView) -> list[AttemptRecord]:
-    return [r for r in view.records if r.hang is not None]
+def hung(view: RunView) -> list[tuple[AttemptRecord, Hang]]:
+    return [(r, r.hang) for r in view.records if r.hang is not None]
 
 
 def _stacks(view: RunView, r: AttemptRecord) -> list[tuple[str, str]]:
     """(file, text) of each process's stacks, as written (redacted when taken), clipped."""
     out = []
-    for name in (r.hang or {}).get("files") or []:
-        path = view.path / "cells" / r.attempt / str(name)
+    for name in r.hang.files if r.hang else ():
+        path = view.path / "cells" / r.attempt / name
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             text = "(not readable)"
-        out.append((str(name), view.redactor.log(text[:STACK_CHARS])))
+        out.append((name, view.redactor.log(text[:STACK_CHARS])))
     return out
 
 
-def _is_waiting(line: str, frame: object) -> bool:
-    return isinstance(frame, str) and bool(frame) and line.strip() == frame
+def _is_waiting(line: str, frame: str | None) -> bool:
+    return bool(frame) and line.strip() == frame
 
 
-def _is_main(name: str, hang: dict[str, object]) -> bool:
+def _is_main(name: str, hang: Hang) -> bool:
     """The stacks file of the process that holds the waiting thread."""
-    return Path(name).name == f"{hang.get('pid')}.txt"
+    return Path(name).name == f"{hang.pid}.txt"
 
 
 def hangs_markdown(view: RunView) -> list[str]:
@@ -75,14 +76,13 @@ def hangs_markdown(view: RunView) -> list[str]:
     if not records:
         return []
     out = ["### Hung attempts", ""]
-    for r in records:
-        hang = r.hang or {}
-        who = f"thread {hang.get('thread')} of pid {hang.get('pid')} ({hang.get('name')})"
+    for r, hang in records:
+        who = f"thread {hang.thread} of pid {hang.pid} ({hang.name})"
         head = f"#### `{safetext.markdown_code(r.attempt)}`: {safetext.markdown(outcome_words(r))}"
         out += [head, "", f"Waiting: {safetext.markdown(who)}; `{MARK.strip()}` marks its frame."]
-        out += [f"- note: {safetext.markdown(str(note))}" for note in hang.get("notes") or []]
+        out += [f"- note: {safetext.markdown(note)}" for note in hang.notes]
         for name, text in _stacks(view, r):
-            frame = hang.get("waiting_frame") if _is_main(name, hang) else None
+            frame = hang.waiting_frame if _is_main(name, hang) else None
             lines = [(MARK if _is_waiting(line, frame) else "   ") + line for line in text.splitlines()]
             shown = (safetext.one_line(line).replace("```", "'''") for line in lines)  # names, shown
             out += ["", f"`{safetext.markdown_code(name)}`", "", "```", *shown, "```"]
@@ -96,19 +96,18 @@ def hangs_html(view: RunView) -> Html | None:
     if not records:
         return None
     blocks = []
-    for r in records:
-        hang = r.hang or {}
-        notes = [el("li", None, note) for note in hang.get("notes") or []]
+    for r, hang in records:
+        notes = [el("li", None, note) for note in hang.notes]
         files = [_process_html(name, text, hang) for name, text in _stacks(view, r)]
         title = el("h3", None, el("a", {"href": f"#a-{r.attempt}"}, r.attempt), ": ", outcome_words(r))
         blocks.append(el("section", {"class": "hang"}, title, notes and el("ul", None, notes), files))
     return el("section", {"id": "hangs"}, el("h2", None, "Hung attempts"), blocks)
 
 
-def _process_html(name: str, text: str, hang: dict[str, object]) -> Html:
+def _process_html(name: str, text: str, hang: Hang) -> Html:
     """One process's stacks, open when it holds the waiting thread."""
     main = _is_main(name, hang)
-    frame = hang.get("waiting_frame") if main else None
+    frame = hang.waiting_frame if main else None
     lines = [el("span", {"class": "hit" if _is_waiting(t, frame) else None}, t, "\n") for t in text.splitlines()]
     summary = el("summary", None, Path(name).name + (" (the waiting thread's process)" if main else ""))
     return el("details", {"open": main}, summary, el("pre", {"class": "log"}, lines))

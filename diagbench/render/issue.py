@@ -10,6 +10,7 @@ from typing import Any
 
 from diagbench.debug.record import Debug
 from diagbench.judge.view import RunView
+from diagbench.records.parts import Hang
 from diagbench.records.record import AttemptRecord
 from diagbench.render.debug import debug_issue_section
 from diagbench.render.environment import environment_lines
@@ -17,6 +18,7 @@ from diagbench.render.text import visible
 from diagbench.render.triage import price_text
 from diagbench.triage.issue import TRACKERS, Failure, IssueFacts
 from diagbench.triage.record import Triage
+from diagbench.vocab import outcome_label
 
 FENCE = "```"
 
@@ -98,21 +100,19 @@ def _failure(failure: Failure) -> list[str]:
         out += [f"{FENCE}text"]
         out += [f"{'>' if n == decided else ' '} {n:>5} | {visible(text)}" for n, text in failure.lines]
         out += [FENCE, ""]
-    if failure.cause:
-        cause = failure.cause
-        where = f" (line {cause.get('line_no')})" if cause.get("line_no") else ""
-        out += [f"**Cause**{where}: `{cause.get('type', '')}`: {visible(str(cause.get('message', '')))}", ""]
-    if failure.hang:
-        out += _hang(failure.hang)
+    if r.cause:
+        cause = r.cause
+        out += [f"**Cause** (line {cause.line_no}): `{cause.type}`: {visible(cause.message)}", ""]
+    if r.hang:
+        out += _hang(r.hang)
     return out
 
 
-def _hang(hang: Mapping[str, Any]) -> list[str]:
-    head = f"**Hang**: pid {hang.get('pid')} ({hang.get('name', '')}), thread {hang.get('thread', '')}"
-    out = [head + (f", at {hang['site']}" if hang.get("site") else ""), ""]
-    frames = hang.get("frames") or []
-    if isinstance(frames, list) and frames:
-        out += [f"{FENCE}text", *(visible(str(f)) for f in frames[:40]), FENCE, ""]
+def _hang(hang: Hang) -> list[str]:
+    head = f"**Hang**: pid {hang.pid} ({hang.name}), thread {hang.thread or ''}"
+    out = [head + (f", at {hang.site}" if hang.site else ""), ""]
+    if hang.frames:
+        out += [f"{FENCE}text", *(visible(f) for f in hang.frames[:40]), FENCE, ""]
     return out
 
 
@@ -123,7 +123,7 @@ def _tried(triage: Triage) -> list[str]:
     out += ["| change | outcome | start-up | price |", "|---|---|---|---|"]
     for t in triage.remedies:
         change = "<br>".join(f"`{_md(c)}`" for c in t.change)
-        outcome = (t.outcome or "not run") + (f":{t.failure_class}" if t.failure_class else "")
+        outcome = outcome_label(t.outcome or "not run", t.failure_class)
         startup = f"{t.startup_s:.1f}s" if t.startup_s is not None else ""
         out.append(f"| {change} | {outcome} | {startup} | {_md(price_text(t.price))} |")
     if triage.recommendation:

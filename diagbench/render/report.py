@@ -48,10 +48,10 @@ def _because(record: AttemptRecord) -> str:
     """` <- torch.OutOfMemoryError: CUDA out of memory (L212)`: the root cause under it,
     where it is another line than the deciding one."""
     cause = record.cause
-    if not cause or (record.evidence and cause.get("line_no") == record.evidence.line_no):
+    if not cause or (record.evidence and cause.line_no == record.evidence.line_no):
         return ""
-    said = f"{cause.get('type')}: {cause.get('message')}" if cause.get("message") else str(cause.get("type"))
-    return f" <- {_clip(said, 70)} (L{cause.get('line_no')})"
+    said = f"{cause.type}: {cause.message}" if cause.message else cause.type
+    return f" <- {_clip(said, 70)} (L{cause.line_no})"
 
 
 def _at(line_no: int) -> str:

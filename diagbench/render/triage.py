@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from diagbench.execute.events import QuietEvents
+from diagbench.records.parts import Price
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.render.formats import Rendering, Shown
@@ -22,7 +22,7 @@ from diagbench.render.text import visible
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.triage.record import Status, Triage, Tried
 from diagbench.triage.remedies import Remedy
-from diagbench.vocab import TextOrJson, assert_never
+from diagbench.vocab import TextOrJson, assert_never, outcome_label
 
 _HEADLINE = {
     Status.COMES_UP: "the command comes up as it is",
@@ -60,26 +60,26 @@ class TriageProgress(QuietEvents):
         return None
 
 
-def price_text(price: Mapping[str, Any] | None) -> str:
+def price_text(price: Price | None) -> str:
     """`439 tok/s, p50 34.2 ms` (requests/s where the answers count no tokens), and failures if any."""
     if not price:
         return ""
     parts = []
-    if price.get("tokens_per_s"):
-        parts.append(f"{price['tokens_per_s']:.0f} tok/s")
-    elif price.get("throughput_rps"):
-        parts.append(f"{price['throughput_rps']:.1f} req/s")
-    if price.get("latency_p50_s") is not None:
-        parts.append(f"p50 {price['latency_p50_s'] * 1000:.1f} ms")
-    if price.get("failed"):
-        parts.append(f"{price['failed']} of {price.get('requests', 0)} failed")
+    if price.tokens_per_s:
+        parts.append(f"{price.tokens_per_s:.0f} tok/s")
+    elif price.throughput_rps:
+        parts.append(f"{price.throughput_rps:.1f} req/s")
+    if price.latency_p50_s is not None:
+        parts.append(f"p50 {price.latency_p50_s * 1000:.1f} ms")
+    if price.failed:
+        parts.append(f"{price.failed} of {price.requests} failed")
     return ", ".join(parts)
 
 
 def _outcome(t: Tried) -> str:
     if t.outcome is None:
         return f"not run ({t.skipped})" if t.skipped else "not run"
-    label = t.outcome + (f":{t.failure_class}" if t.failure_class else "")
+    label = outcome_label(t.outcome, t.failure_class)
     return label if len(set(t.outcomes)) <= 1 else f"{label} (flaky: {', '.join(t.outcomes)})"
 
 
@@ -98,13 +98,11 @@ def render_triage(triage: Triage) -> RenderableType:
     parts: list[RenderableType] = [Text(f"triage: {_HEADLINE[triage.status]}", style="bold")]
     if triage.target:
         target = triage.target
-        label = target.outcome + (f":{target.failure_class}" if target.failure_class else "")
+        label = target.label
         where = f" ({triage.server})" if triage.server else ""
         parts.append(Text(f"the command{where}: {label}"))
         if target.evidence:
-            parts.append(
-                Text(f"  L{target.evidence['line_no']}: {visible(target.evidence['text'])[:200]}", style="dim")
-            )
+            parts.append(Text(f"  L{target.evidence.line_no}: {visible(target.evidence.text)[:200]}", style="dim"))
     if triage.remedies:
         parts += [_table(triage.remedies, triage.server), *_given_up(triage.remedies)]
     parts += [Text(f"note: {note}", style="dim") for note in triage.notes]
@@ -127,7 +125,7 @@ def _table(tried: Sequence[Tried], server: str | None) -> Table:
     table.add_column("start-up", no_wrap=True)
     table.add_column("price", overflow="fold", min_width=12)
     for t in tried:
-        style = OUTCOME_STYLE.get(t.outcome or "", "")
+        style = OUTCOME_STYLE.get(t.outcome.value if t.outcome else "", "")
         startup = f"{t.startup_s:.1f}s" if t.startup_s is not None else ""
         cells = (t.id.replace(prefix, ""), "\n".join(t.change), _outcome(t), startup, price_text(t.price))
         table.add_row(*(Text(c, style=style if i == 2 else "") for i, c in enumerate(cells)))
@@ -186,13 +184,9 @@ def triage_markdown(triage: Triage) -> str:
     out = [f"### Triage: {_HEADLINE[triage.status]}", "", f"Command: `{triage.command}`", ""]
     if triage.target:
         t = triage.target
-        out.append(
-            f"It ended **{t.outcome}{':' + t.failure_class if t.failure_class else ''}**"
-            + (f" (server: {triage.server})" if triage.server else "")
-            + "."
-        )
+        out.append(f"It ended **{t.label}**" + (f" (server: {triage.server})" if triage.server else "") + ".")
         if t.evidence:
-            out += ["", f"> L{t.evidence['line_no']}: {_md(str(t.evidence['text']))}"]
+            out += ["", f"> L{t.evidence.line_no}: {_md(t.evidence.text)}"]
         out.append("")
     if triage.reason:
         out += [triage.reason, ""]

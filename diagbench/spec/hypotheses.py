@@ -60,8 +60,8 @@ class Condition:
 
 def _site(record: Ended) -> str:
     """The record's hang site ("" when no stacks were taken: no glob but `*` matches it)."""
-    hang = getattr(record, "hang", None)  # records have it; a probe's result has none
-    site = hang.get("site") if isinstance(hang, Mapping) else None
+    hang = getattr(record, "hang", None)  # records have one (records/parts.Hang); a probe's result has none
+    site = getattr(hang, "site", None)
     return site if isinstance(site, str) else ""
 
 

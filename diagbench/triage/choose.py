@@ -117,7 +117,7 @@ def tried_of(candidate: Candidate, records: Sequence[AttemptRecord], problem: Tr
         gives_up=candidate.gives_up,
         cost=candidate.cost,
         command=problem.shown(candidate.launch),
-        outcome=first.outcome.value if first else None,
+        outcome=first.outcome if first else None,
         failure_class=first.failure_class if first else None,
         works=candidate.works(records),
         startup_s=round(statistics.median(times), 3) if times else None,
@@ -145,13 +145,13 @@ def recommend(tried: Sequence[Tried], problem: TriageProblem) -> Recommendation 
 
 
 def _rate(tried: Tried) -> float | None:
-    price = tried.price or {}
-    value = price.get("tokens_per_s") or price.get("throughput_rps")
-    return float(value) if isinstance(value, int | float) else None
+    if tried.price is None:
+        return None
+    return tried.price.tokens_per_s or tried.price.throughput_rps
 
 
 def _rate_text(tried: Tried) -> str:
-    price = tried.price or {}
-    if price.get("tokens_per_s"):
-        return f"{price['tokens_per_s']} tokens/s"
-    return f"{price.get('throughput_rps')} requests/s"
+    price = tried.price
+    if price is not None and price.tokens_per_s:
+        return f"{price.tokens_per_s} tokens/s"
+    return f"{price.throughput_rps if price else None} requests/s"

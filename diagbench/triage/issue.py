@@ -4,10 +4,8 @@ followed, a hang's stacks, what was tried and how often it failed. Secrets blank
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from diagbench.judge.cells import cell_counts
@@ -52,12 +50,10 @@ TRACKERS = {
 
 @dataclass(frozen=True)
 class Failure:
-    """One failing launch: its record, its deciding line in context, its cause and hang."""
+    """One failing launch: its record (its cause and hang in it) and its deciding line in context."""
 
     record: AttemptRecord
     lines: tuple[tuple[int, str], ...]
-    cause: Mapping[str, Any] | None
-    hang: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -88,20 +84,4 @@ def _failure(view: RunView, record: AttemptRecord) -> Failure:
             lines = [(n, view.redactor.cut(text)) for n, text in context(log, record.evidence.line_no, CONTEXT_LINES)]
         except OSError:
             lines = []
-    raw = _raw(folder / "result.json")
-    cause, hang = raw.get("cause"), raw.get("hang")
-    return Failure(
-        record,
-        tuple(lines),
-        view.redactor.deep(cause) if isinstance(cause, dict) else None,
-        view.redactor.deep(hang) if isinstance(hang, dict) else None,
-    )
-
-
-def _raw(path: Path) -> dict[str, Any]:
-    """result.json as written, for the fields a newer record may carry (cause, hang)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return Failure(record, tuple(lines))

@@ -6,7 +6,6 @@ attempts. Core only: it never prints."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -234,13 +233,13 @@ class _Runner:
         hits = sum(r.label == label for r in records)
         flaky = f"{hits} of {len(records)} launches were {label}" if hits < len(records) else None
         return Target(
-            first.outcome.value,
+            first.outcome,
             first.failure_class,
-            first.signature,
-            first.evidence.to_json() if first.evidence else None,
-            _cause(self.run_dir.cells / first.attempt),
-            tuple(r.attempt for r in records),
-            flaky,
+            cause=first.cause,
+            signature=first.signature,
+            evidence=first.evidence,
+            attempts=tuple(r.attempt for r in records),
+            flaky=flaky,
         )
 
     def _detected(self, records: Sequence[AttemptRecord]) -> str | None:
@@ -276,13 +275,3 @@ class _Runner:
         write_json(self.run_dir.path / FILENAME, result.to_json())
         verdicts = [judge(h, self.cells, self.records).to_json() for h in self.hypotheses]
         self.run_dir.write_verdicts(verdicts)
-
-
-def _cause(folder: Path) -> dict[str, object] | None:
-    """The root cause the log reader followed, where result.json has one."""
-    try:
-        data = json.loads((folder / "result.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    cause = data.get("cause") if isinstance(data, dict) else None
-    return cause if isinstance(cause, dict) else None

@@ -75,7 +75,7 @@ def test_each_attempt_ends_in_one_record_with_the_outcome_its_log_decides(kind: 
     assert labels == {f"{i:03d}-case-{c}-r{n}": EXPECTED[c] for i, c in enumerate(CASES, 1) for n in (1, 2)}
     for record in result.records:
         assert on_disk(result.run_dir.path, record) == record
-        assert record.executor is not None and record.executor["kind"] == kind and record.executor["node"]
+        assert record.executor is not None and record.executor.kind == kind and record.executor.node
         assert (result.run_dir.cells / record.attempt / "server.log").stat().st_size > 0
         if record.outcome is Outcome.FAILED:
             assert record.evidence is not None and record.evidence.text in ("BOOM", "OOM while capturing")
@@ -89,7 +89,7 @@ def test_each_attempt_ends_in_one_record_with_the_outcome_its_log_decides(kind: 
     manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
     assert manifest["options"]["executor"]["kind"] == kind
     if kind == "slurm":  # what its plugin adds: one job per attempt, the options every job got
-        assert all(r.executor is not None and str(r.executor["job_id"]).isdigit() for r in result.records)
+        assert all(r.executor is not None and str(r.executor.job_id).isdigit() for r in result.records)
         assert "--no-requeue" in manifest["options"]["executor"]["sbatch"]
 
 

@@ -29,6 +29,7 @@ from diagbench.execute.slurm.jobs import SlurmSettings, job_script, walltime
 from diagbench.execute.slurm.probe import probe_options
 from diagbench.execute.slurm.queue import SlurmQueue
 from diagbench.launch.process import sweep_tagged
+from diagbench.records.parts import Placement
 from diagbench.spec.executor import LOCAL, ExecutorSpec, command_line_settings
 from diagbench.spec.load import load_spec
 from diagbench.spec.plan import plan_attempts
@@ -424,4 +425,4 @@ def test_a_time_limit_without_a_record_is_a_timeout_only_if_the_worker_started(
     else:
         assert record.outcome is Outcome.LAUNCH_ERROR
         assert record.reason == "Slurm job 31 ended TIMEOUT (TimeLimit) without a record"
-    assert record.executor == {"kind": "slurm", "job_id": "31", "node": "node7"}
+    assert record.executor == Placement("slurm", "31", "node7")

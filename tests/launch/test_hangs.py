@@ -45,19 +45,19 @@ def test_a_deadlocked_server_is_stalled_within_the_window_and_its_stack_names_th
     assert record.time_to_outcome_s is not None and record.time_to_outcome_s < STALL_S + 3  # not the 60 s timeout
     assert record.reason.startswith(f"stalled {STALL_S:.0f}s") or record.reason.startswith("stalled 2s")
     assert record.hang is not None
-    assert record.hang["site"] == "threading.Lock.acquire in fakeserver.py:load_weights"
+    assert record.hang.site == "threading.Lock.acquire in fakeserver.py:load_weights"
     files = _stack_files(runs, record.attempt)
-    assert record.hang["pid"] in files
-    assert "load_weights (fakeserver.py" in files[record.hang["pid"]]
+    assert record.hang.pid in files
+    assert "load_weights (fakeserver.py" in files[record.hang.pid]
     result = json.loads((runs.last.run_dir.cells / record.attempt / "result.json").read_text())
-    assert result["stalled"] is True and result["hang"]["files"] == [f"stacks/{record.hang['pid']}.txt"]
+    assert result["stalled"] is True and result["hang"]["files"] == [f"stacks/{record.hang.pid}.txt"]
 
 
 def test_a_read_on_a_pipe_nobody_writes_is_named_with_its_kernel_wait(runs: Runs) -> None:
     record = runs.one(_server("out=waiting for the tokenizer", "pipe-read"))
     assert record.stalled and record.hang is not None
-    assert record.hang["site"] == "os.read in fakeserver.py:pipe_read"
-    text = _stack_files(runs, record.attempt)[record.hang["pid"]]
+    assert record.hang.site == "os.read in fakeserver.py:pipe_read"
+    text = _stack_files(runs, record.attempt)[record.hang.pid]
     if os.geteuid() == 0:  # /proc/N/task/T/stack is root's to read
         assert "pipe_read" in text
 
@@ -68,8 +68,8 @@ def test_a_child_that_hangs_while_its_parent_sleeps_gives_both_stacks_and_the_ch
     files = _stack_files(runs, record.attempt)
     assert len(files) == 2
     parent = min(files)
-    assert record.hang["pid"] != parent
-    assert record.hang["site"] == "threading.Lock.acquire in fakeserver.py:load_weights"
+    assert record.hang.pid != parent
+    assert record.hang.site == "threading.Lock.acquire in fakeserver.py:load_weights"
     assert "sleep_forever (fakeserver.py" in files[parent]
 
 
@@ -94,7 +94,7 @@ def test_a_slow_starter_with_a_line_every_half_window_is_never_stalled(runs: Run
 def test_a_plain_timeout_takes_stacks_too(runs: Runs) -> None:
     record = runs.one({"command": fake_command("out=Loading", "deadlock"), "ready": NEVER, "timeout": "1s"})
     assert record.outcome is Outcome.TIMEOUT and record.stalled is False and record.stalled_after_s is None
-    assert record.hang is not None and "load_weights" in record.hang["site"]
+    assert record.hang is not None and "load_weights" in (record.hang.site or "")
 
 
 def test_stacks_never_takes_none(runs: Runs) -> None:
@@ -118,12 +118,12 @@ def test_ptrace_refused_is_a_note_and_the_kernel_view_remains(
     monkeypatch.setattr(stacks, "pyspy_path", lambda: refusing)
     record = runs.one(_server("out=Loading", "deadlock"))
     assert record.stalled and record.hang is not None
-    note = record.hang["notes"][0]
+    note = record.hang.notes[0]
     assert (
         "py-spy could not read this process (Error: Operation not permitted (os error 1)); ptrace refused? using what is readable"
         in note
     )
-    text = _stack_files(runs, record.attempt)[record.hang["pid"]]
+    text = _stack_files(runs, record.attempt)[record.hang.pid]
     assert "Traceback" not in text and "note: py-spy could not read" in text
     assert "state S" in text  # the kernel's view of its thread
 
@@ -132,7 +132,7 @@ def test_py_spy_missing_is_said(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(stacks, "pyspy_path", lambda: None)
     record = runs.one(_server("out=Loading", "deadlock"))
     assert record.hang is not None
-    assert any("py-spy is not installed" in n for n in record.hang["notes"])
+    assert any("py-spy is not installed" in n for n in record.hang.notes)
 
 
 def test_faulthandler_gives_python_frames_where_py_spy_cannot_attach(
@@ -144,8 +144,8 @@ def test_faulthandler_gives_python_frames_where_py_spy_cannot_attach(
     assert record.env_changes["PYTHONFAULTHANDLER"] == "1"
     assert (record.env_changes["DIAGBENCH_FAULTHANDLER_DIR"] or "").endswith("/stacks/faulthandler")
     assert record.hang is not None
-    assert record.hang["frames"][0].startswith("load_weights (fakeserver.py:")
-    text = _stack_files(runs, record.attempt)[record.hang["pid"]]
+    assert record.hang.frames[0].startswith("load_weights (fakeserver.py:")
+    text = _stack_files(runs, record.attempt)[record.hang.pid]
     assert "Python stacks (faulthandler)" in text
 
 
@@ -158,7 +158,7 @@ def test_secrets_in_argv_and_env_are_redacted_in_stacks_and_summary(runs: Runs) 
     assert record.hang is not None
     files = _stack_files(runs, record.attempt)
     assert len(files) == 2
-    everything = "".join(files.values()) + json.dumps(record.hang)
+    everything = "".join(files.values()) + json.dumps(record.hang.to_json())
     assert token not in everything and key not in everything
     assert "--api-key=<redacted>" in everything and "--token=<redacted>" in everything
 
@@ -266,15 +266,15 @@ def test_the_refservers_capture_hangs_are_stalled_and_named_on_the_cpu(runs: Run
     command = [sys.executable, "-m", "diagbench.refserver.hang", mode]
     record = runs.one({"command": command, "ready": NEVER, "timeout": "60s", "stall": f"{STALL_S}s"})
     assert record.stalled and record.hang is not None
-    assert fnmatch.fnmatchcase(record.hang["site"], site), record.hang["site"]
+    assert fnmatch.fnmatchcase(record.hang.site or "", site), record.hang.site
     files = _stack_files(runs, record.attempt)
     if mode == "join":  # the helper is the site; the capture's wait on it is in the parent's stacks
         assert len(files) == 2
         parent = min(files)
-        assert record.hang["pid"] != parent
+        assert record.hang.pid != parent
         assert "wait (subprocess.py" in files[parent] and "wait_for_helper (" in files[parent]
     else:
-        assert "_metadata_worker (" in files[record.hang["pid"]]  # the worker thread's stack too
+        assert "_metadata_worker (" in files[record.hang.pid]  # the worker thread's stack too
 
 
 @pytest.mark.parametrize(
@@ -310,7 +310,7 @@ def test_stacks_always_also_takes_a_failure_no_line_decided(runs: Runs) -> None:
     """The server exits 1 with nothing to say; its worker is still there to be read."""
     record = runs.one({"command": fake_command("child", "exit=1"), "ready": NEVER, "stacks": "always"})
     assert record.outcome is Outcome.CRASHED and record.signature is None
-    assert record.hang is not None and record.hang["site"].startswith("time.sleep in fakeserver.py:sleep_forever")
+    assert record.hang is not None and (record.hang.site or "").startswith("time.sleep in fakeserver.py:sleep_forever")
 
 
 def test_isolate_takes_stall_and_says_a_bad_one(tmp_path: Path) -> None:
@@ -358,4 +358,4 @@ def test_stacks_that_cannot_be_written_leave_the_outcome_and_a_note(
     record = runs.one(_server("out=Loading", "deadlock"))
     assert record.outcome is Outcome.TIMEOUT and record.stalled
     assert record.hang is not None
-    assert record.hang["notes"] == ["stacks could not be written: [Errno 28] No space left on device"]
+    assert record.hang.notes == ("stacks could not be written: [Errno 28] No space left on device",)

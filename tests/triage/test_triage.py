@@ -102,7 +102,7 @@ def test_a_capture_failure_is_triaged_to_the_cheapest_remedy_that_works_and_pric
         "failed",
         "cuda_graph_capture",
     )
-    assert "dependency created on uncaptured work" in found.target.evidence["text"]
+    assert "dependency created on uncaptured work" in found.target.evidence.text
     tried = {t.id: t for t in found.remedies}
     # cheapest expected cost first; the variable that is not set is no remedy here
     assert list(tried) == [
@@ -116,10 +116,10 @@ def test_a_capture_failure_is_triaged_to_the_cheapest_remedy_that_works_and_pric
     assert no_compile.works and eager.works
     for t in (no_compile, eager):
         assert t.startup_s is not None and t.startup_s > 0
-        assert t.price is not None and t.price["ok"] == 12 and t.price["failed"] == 0
+        assert t.price is not None and t.price.ok == 12 and t.price.failed == 0
     # the simulator decodes a token in 2 ms with graphs, 4 ms * 0.8 with compile and no graphs
-    assert no_compile.price["tokens_per_s"] > eager.price["tokens_per_s"]
-    assert no_compile.price["latency_p50_s"] >= 0.064 and eager.price["latency_p50_s"] >= 0.102
+    assert no_compile.price.tokens_per_s > eager.price.tokens_per_s
+    assert no_compile.price.latency_p50_s >= 0.064 and eager.price.latency_p50_s >= 0.102
     rec = found.recommendation
     assert rec is not None and rec.remedy == "simulator.no-torch-compile"
     assert rec.changes == ("- --enable-torch-compile",)

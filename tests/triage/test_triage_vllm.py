@@ -53,11 +53,11 @@ def test_a_max_model_len_beyond_the_model_is_halved_until_it_comes_up(tmp_path):
         "other",
         "vllm.config_value_error",
     )
-    assert found.target.evidence["text"].startswith("  Value error, User-specified max_model_len (1024)")
+    assert found.target.evidence.text.startswith("  Value error, User-specified max_model_len (1024)")
     assert [t.id for t in found.remedies] == ["vllm.halve-max-model-len"]
     halved = found.remedies[0]
     assert halved.works and halved.change == ("~ --max-model-len 1024 -> 512",)
-    assert halved.price is not None and halved.price["ok"] == 5 and halved.price["tokens_per_s"] > 0
+    assert halved.price is not None and halved.price.ok == 5 and halved.price.tokens_per_s > 0
     assert found.recommendation is not None and found.recommendation.command.endswith("--max-model-len 512")
 
 

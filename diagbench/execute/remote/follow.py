@@ -16,6 +16,7 @@ from diagbench.errors import RecordError
 from diagbench.execute.cancel import INTERRUPTED, Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.remote.files import PROGRESS_FILE, Progress
+from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
@@ -144,7 +145,7 @@ class Follow:
         path = self.folder / "result.json"
         with contextlib.suppress(OSError, ValueError, RecordError):
             record = AttemptRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
-            if (record.executor or {}).get("job_id") == self.job_id:
+            if record.executor is not None and record.executor.job_id == self.job_id:
                 return record
         return None
 
@@ -214,7 +215,7 @@ class Follow:
 
     def _not_run(self, outcome: Outcome, reason: str) -> AttemptRecord:
         record = not_launched(self.item, outcome, reason)
-        return dataclasses.replace(record, executor={"kind": self.queue.kind, "job_id": self.job_id, "node": self.node})
+        return dataclasses.replace(record, executor=Placement(self.queue.kind, self.job_id, self.node))
 
     # -- showing and stopping --------------------------------------------------------
 

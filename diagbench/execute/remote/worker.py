@@ -8,7 +8,6 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel, stop_on_signals
@@ -16,6 +15,7 @@ from diagbench.execute.remote.files import JobFile, Progress
 from diagbench.launch.attempt import PhaseCallback, run_attempt
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
+from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
@@ -54,10 +54,9 @@ def run_worker(run_dir: Path, attempt: str, site: Site) -> AttemptRecord:
             record = _run(job, folder, stop, on_phase)
     finally:
         stop.close()
-    where: dict[str, Any] = {"kind": site.kind, "job_id": job_id, "node": node, "gpus": gpus}
-    if job.submitted_at is not None:  # the cluster's queue plus the worker's start, for the record
-        where["queued_s"] = round(progress.started_at - job.submitted_at, 3)
-    record = dataclasses.replace(record, executor=where)
+    # the cluster's queue plus the worker's start, for the record
+    queued = round(progress.started_at - job.submitted_at, 3) if job.submitted_at is not None else None
+    record = dataclasses.replace(record, executor=Placement(site.kind, job_id, node, tuple(gpus), queued))
     if stop.interrupted and record.outcome in (Outcome.CANCELLED, Outcome.CRASHED):
         # the server got the scheduler's SIGTERM too and may have died of it first: not a crash
         record = dataclasses.replace(record, outcome=Outcome.CANCELLED, reason=site.stopped, failure_class=None)

@@ -1,0 +1,104 @@
+"""The typed parts of `result.json` besides words and numbers: the root cause, the hang, where
+the attempt ran, its GPUs' memory hygiene and its price. Each is a frozen dataclass that
+records/typed.py reads and writes by its annotations: a part gains a field by declaring it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from diagbench.jsonvalue import JSONObject
+from diagbench.records.typed import OMIT_NONE, plain
+
+if TYPE_CHECKING:
+    from diagbench.logs.rootcause import Cause
+
+__all__ = ["GpuSettle", "Hang", "Placement", "Price", "RootCause"]
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """The root cause the log reader followed (the root exception or native report of the error
+    that explains the outcome), as records, classify and triage keep it."""
+
+    type: str
+    message: str
+    line_no: int
+
+    @classmethod
+    def of(cls, cause: Cause) -> RootCause:
+        return cls(cause.type, cause.message, cause.line_no)
+
+    def text(self) -> str:
+        """`torch.OutOfMemoryError: CUDA out of memory ... (L212)`."""
+        said = f"{self.type}: {self.message}" if self.message else self.type
+        return f"{said} (L{self.line_no})"
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Where the tree waited when its stacks were taken (launch/hangsite.py chose the thread)."""
+
+    pid: int
+    name: str
+    thread: str | None  # its name (id)
+    frames: tuple[str, ...]  # that thread's top frames, innermost first
+    site: str | None  # the innermost frame that says what it waits for
+    waiting_frame: str | None = field(default=None, metadata=OMIT_NONE)  # as the stacks file writes it
+    files: tuple[str, ...] = ()  # stacks/<pid>.txt of every process, relative to the attempt's folder
+    notes: tuple[str, ...] = ()  # what could not be read (ptrace refused, py-spy missing)
+    taken_s: float | None = field(default=None, metadata=OMIT_NONE)  # what taking them cost, before teardown
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an attempt ran: `local` on this host, or a cluster's job on one of its nodes."""
+
+    kind: str
+    job_id: str | None = None
+    node: str | None = None
+    gpus: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)  # a job's CUDA_VISIBLE_DEVICES
+    queued_s: float | None = field(default=None, metadata=OMIT_NONE)  # a job's submission to its worker's start
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True)
+class GpuSettle:
+    """GPU memory hygiene around an attempt: the run's baseline, what was in use before its
+    launch, how long that took to settle, and what was left after (MiB per GPU)."""
+
+    baseline_mib: tuple[int, ...]
+    before_mib: tuple[int, ...] | None  # None: the GPUs could not be read
+    settle_wait_s: float
+    after_mib: tuple[int, ...] | None = None
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Price:
+    """A pricing load's figures (triage --price): N requests in turn, within a budget."""
+
+    version: int = 1
+    request: str = ""  # METHOD PATH
+    requests: int
+    ok: int
+    failed: int
+    seconds: float
+    throughput_rps: float | None = None  # answered requests per second of busy time
+    tokens_per_s: float | None = None  # output tokens per second, where the answers count them
+    latency_p50_s: float | None = None
+    latency_p95_s: float | None = None
+    error: str | None = None  # the first failure, if any
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
