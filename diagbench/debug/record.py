@@ -13,6 +13,8 @@ from typing import Any
 
 from diagbench.errors import RecordError
 from diagbench.records.files import read_regular
+from diagbench.records.parts import RootCause
+from diagbench.records.typed import build
 from diagbench.vocab import ExitCode
 
 __all__ = ["DEBUG_VERSION", "FILENAME", "Debug", "Seen", "Setting", "Status", "read_debug"]
@@ -61,7 +63,7 @@ class Seen:
     failure_class: str | None
     line: str | None  # the deciding line (or what decided when no line did)
     line_no: int | None = None
-    cause: Mapping[str, Any] | None = None  # the root cause the log reader followed
+    cause: RootCause | None = None  # the root cause the log reader followed
     attempt: str | None = None
     signature: str | None = None
 
@@ -75,7 +77,7 @@ class Seen:
             "failure_class": self.failure_class,
             "line": self.line,
             "line_no": self.line_no,
-            "cause": dict(self.cause) if self.cause else None,
+            "cause": self.cause.to_json() if self.cause else None,
             "attempt": self.attempt,
             "signature": self.signature,
         }
@@ -88,7 +90,7 @@ class Seen:
             failure_class=data.get("failure_class"),
             line=data.get("line"),
             line_no=data.get("line_no"),
-            cause=cause if isinstance(cause, dict) else None,
+            cause=build(RootCause, cause, "cause.") if isinstance(cause, dict) else None,
             attempt=data.get("attempt"),
             signature=data.get("signature"),
         )

@@ -54,10 +54,8 @@ class Sharper:
 
 def deciding_line_no(record: AttemptRecord) -> int | None:
     """The line that decided the launch, or the cause's line where the log reader followed one."""
-    cause = record.cause or {}
-    line_no = cause.get("line_no")
-    if isinstance(line_no, int) and line_no > 0:
-        return line_no
+    if record.cause is not None and record.cause.line_no > 0:
+        return record.cause.line_no
     return record.evidence.line_no if record.evidence else None
 
 
@@ -110,7 +108,7 @@ def _moved_line(before: AttemptRecord, after: AttemptRecord, log: Path, line_no:
     for number, text in numbered_lines(log, line_no):
         if number < line_no:
             continue
-        where = location(text) or location(str((after.cause or {}).get("message", "")))
+        where = location(text) or location(after.cause.message if after.cause else "")
         if where is None or where in {location(t) for t in _said(before)}:
             return None
         return Sharper(number, text.strip(), "line", None, f"the failure now names a place in the code: {where}")
@@ -118,8 +116,7 @@ def _moved_line(before: AttemptRecord, after: AttemptRecord, log: Path, line_no:
 
 
 def _said(record: AttemptRecord) -> list[str]:
-    cause = record.cause or {}
-    return [record.evidence.text if record.evidence else "", str(cause.get("message", ""))]
+    return [record.evidence.text if record.evidence else "", record.cause.message if record.cause else ""]
 
 
 def _moved_frame(before: tuple[AttemptRecord, Path], log: Path, line_no: int) -> Sharper | None:

@@ -13,6 +13,8 @@ from typing import Any
 
 from diagbench.errors import RecordError
 from diagbench.records.files import read_regular
+from diagbench.records.parts import Price
+from diagbench.records.typed import build
 from diagbench.vocab import ExitCode
 
 __all__ = ["FILENAME", "LIMIT_VERSION", "Limit", "Role", "Status", "Step", "read_limit"]
@@ -58,7 +60,7 @@ class Step:
     line: str | None = None  # the deciding line (or what decided when no line did)
     line_no: int | None = None
     startup_s: float | None = None  # launch -> ready, of the first launch that came up
-    price: Mapping[str, Any] | None = None  # --price: the first launch that came up's figures
+    price: Price | None = None  # --price: the first launch that came up's figures
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,7 +74,7 @@ class Step:
             "line": self.line,
             "line_no": self.line_no,
             "startup_s": self.startup_s,
-            "price": dict(self.price) if self.price else None,
+            "price": self.price.to_json() if self.price else None,
         }
 
     @classmethod
@@ -88,7 +90,7 @@ class Step:
             line=data.get("line"),
             line_no=data.get("line_no"),
             startup_s=data.get("startup_s"),
-            price=data.get("price"),
+            price=build(Price, data["price"], "price.") if isinstance(data.get("price"), dict) else None,
         )
 
 

@@ -51,16 +51,11 @@ def _seen(name: str, seen: Seen | None) -> list[tuple[str, str]]:
     if seen.line:
         where = f"L{seen.line_no}: " if seen.line_no else ""
         out.append((f"  {where}{safetext.one_line(seen.line)[:300]}", "dim"))
-    cause = seen.cause or {}
-    if cause.get("message"):
-        at = f" (L{cause.get('line_no')})" if cause.get("line_no") else ""
-        out.append(
-            (
-                f"  cause{at}: {safetext.one_line(str(cause.get('type', '')))}: "
-                + safetext.one_line(str(cause["message"]))[:300],
-                "dim",
-            )
-        )
+    cause = seen.cause
+    if cause is not None and cause.message:
+        at = f" (L{cause.line_no})" if cause.line_no else ""
+        said = f"  cause{at}: {safetext.one_line(cause.type)}: " + safetext.one_line(cause.message)[:300]
+        out.append((said, "dim"))
     return out
 
 
