@@ -134,6 +134,20 @@ WORDS = (
     "shutdown triggered",
 )
 MESSAGE_CHARS = 300
+# a record that says a process or thread of the server died of the traceback it prints (on its
+# own line, or the next): SGLang's processes catch what ends them, log "<Name> hit an exception:
+# <traceback>" and SIGQUIT their parent (V sglang 0.5.23 srt/managers/scheduler.py:6372,
+# detokenizer_manager.py:566, tokenizer_manager.py:4043, data_parallel_controller.py:1011,
+# multi_tokenizer_mixin.py:833; older tp_worker_overlap_thread.py's "TpModelWorkerClient hit an
+# exception"); vLLM's logger.exception("WorkerProc hit an exception.") (V vllm 0.34.0
+# v1/executor/multiproc_executor.py:1223), ("EngineCore encountered a fatal error.")
+# (v1/engine/core.py:1759, :3089) and ("AsyncLLM output_handler failed.") (v1/engine/async_llm.py:957)
+FATAL_RECORD = re.compile(
+    r"\b[A-Z]\w* hit an exception\b|\bEngineCore encountered a fatal error\b|\bAsyncLLM output_handler failed\b"
+)
+# a request answered with success, in uvicorn's access log ('%s - "%s" %d', uvicorn/logging.py
+# AccessFormatter: `127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK`): a server that answers lives
+ANSWERED = re.compile(r' - "(?:GET|POST|PUT|PATCH|DELETE) /\S* HTTP/[\d.]+" 2\d\d\b')
 
 
 @functools.cache

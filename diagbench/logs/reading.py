@@ -201,4 +201,6 @@ def _after_framework_ready(reading: Reading, errors: list[Cause], causes: list[C
 
 
 def _fatal(cause: Cause) -> bool:
-    return cause.type in FATAL_KINDS or cause.failure_class in FATAL_CLASSES
+    """Whether an error after the ready line ended the server: a process killed or crashed, a
+    native runtime's fatal report, a GPU fault, or a traceback logged as a worker's death."""
+    return cause.type in FATAL_KINDS or cause.failure_class in FATAL_CLASSES or cause.fatal

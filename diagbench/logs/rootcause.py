@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from diagbench.logs.causes import class_of, class_of_frame
-from diagbench.logs.native import DEATHS, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
+from diagbench.logs.native import ANSWERED, DEATHS, FATAL_RECORD, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
 from diagbench.logs.signatures import PREFIX
 
 _PREFIX = re.compile("^" + PREFIX)
@@ -46,7 +46,7 @@ _NAMED = re.compile(r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)")
 _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Previous line repeated")
 # and what the other lines the reader takes need: a traceback's header and frames, an
 # exception's name, a chain's words ("... above exception ..."), the terminal's ^C
-_LOOK = (*WORDS, "Traceback", 'File "', "xception", "^C")
+_LOOK = (*WORDS, "Traceback", 'File "', "xception", "^C", "HTTP/")
 LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
 _GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
@@ -88,6 +88,7 @@ class Cause:
     traceback: bool = False  # a Python exception (else a native report)
     chain: tuple[str, ...] = ()  # the types the chain went through, root first
     handled: bool = False  # logged by a request's error handler or at warning level: the program went on
+    fatal: bool = False  # logged as the death of a process or thread of the server (`X hit an exception:`)
 
     def to_json(self) -> dict[str, Any]:
         """The record's and classify's `cause`."""
@@ -168,6 +169,7 @@ class _State:
         self.at = 0
         self.before = ""  # the line before this one, as written
         self.handled = False  # the open chain was logged as an error the program went on from
+        self.fatal = False  # the open chain was logged as a worker's death
 
     def take(self, text: str, i: int, glog: re.Match[str] | None = None) -> None:
         if self.in_tb and self.indent and text[: self.indent].isspace():
@@ -176,9 +178,9 @@ class _State:
             self.out.append(_cause(INTERRUPTED, "^C", self.first + i, False))
             text = text[2:]
         stripped = text.strip()
-        if _HEADER.search(text):
+        if found := _HEADER.search(text):
             self.cut()
-            self._open(i, "")
+            self._open(i, "", text[: found.start()])
             self.indent = len(text) - len(text.lstrip())
         elif not self.in_tb and text[:1].isspace() and stripped.startswith('File "'):
             self._open(i, stripped)  # an excerpt cut inside a traceback
@@ -198,6 +200,7 @@ class _State:
         else:
             self.cut()
             self._outside(text, i, glog)
+            self.lived_on(text)
         self.prev = text
         self.at = i if self.in_tb else self.at
 
@@ -234,20 +237,22 @@ class _State:
         kind = found.group(1) if found else "traceback"
         message = (found.group(2) or "").strip("\"' )(") if found else self.frame
         cause = self._by_frames(_cause(kind, message[:MESSAGE_CHARS], self.first + self.at, True))
-        if found or cause.failure_class != "other" or (self.chain and self.chain_open):
-            self._link(cause)  # a traceback chained to the one before stays in its chain
+        if found or cause.failure_class != "other" or (self.chain and self.chain_open) or self.fatal:
+            self._link(cause)  # a traceback chained to the one before, or a worker's death, is kept
 
-    def _note_handled(self, warning: bool = False) -> None:
+    def _note_handled(self, warning: bool = False, record: str = "") -> None:
         """At a chain's first traceback: whether the record before it says it was handled
         (a chained traceback follows "During handling ...", not a record). A warning-level
         record counts only before a lone exception line (log4j's WARN and its exception): a
         Python traceback after some warning may be the interpreter's own, of an error that
-        ended the process."""
+        ended the process. And whether the record it is printed in (`record`, the header's own
+        line before `Traceback`) or after says a process or thread of the server died of it."""
         if not (self.chain and self.chain_open):
             self.handled = _handled(self.before, warning)
+            self.fatal = FATAL_RECORD.search(record or self.before) is not None
 
-    def _open(self, i: int, frame: str) -> None:
-        self._note_handled()
+    def _open(self, i: int, frame: str, record: str = "") -> None:
+        self._note_handled(record=record)
         self.in_tb, self.raise_line, self.frame, self.at, self.indent = True, None, frame, i, 0
         self.modules = int(frame.endswith("in <module>"))
 
@@ -269,7 +274,14 @@ class _State:
         self.chain_open = False
 
     def close(self) -> None:
-        _close(self.chain, self.out, self.handled)
+        _close(self.chain, self.out, self.handled, self.fatal)
+
+    def lived_on(self, text: str) -> None:
+        """A request answered after the tracebacks read so far: the server lived on, so none
+        of them ended it, even one logged as a worker's death (a test that provokes one)."""
+        if ANSWERED.search(text):
+            self.out = [replace(c, fatal=False, handled=True) if c.traceback else c for c in self.out]
+            self.fatal, self.handled = False, bool(self.chain) or self.handled  # the chain still open
 
 
 def _exception_at(text: str, prev: str, in_traceback: bool) -> tuple[str, str] | None:
@@ -297,14 +309,23 @@ def _cause(kind: str, message: str, line_no: int, traceback: bool) -> Cause:
     return Cause(kind, message, line_no, cls, traceback)
 
 
-def _close(chain: list[Cause], out: list[Cause], handled: bool = False) -> None:
+def _close(chain: list[Cause], out: list[Cause], handled: bool = False, fatal: bool = False) -> None:
     """A finished chain: its root, or the first link whose class is finer than `other`."""
     if not chain:
         return
     named = [c for c in chain if c.failure_class != "other"]
     pick = named[0] if named else chain[0]
     out.append(
-        Cause(pick.type, pick.message, pick.line_no, pick.failure_class, True, tuple(c.type for c in chain), handled)
+        Cause(
+            pick.type,
+            pick.message,
+            pick.line_no,
+            pick.failure_class,
+            True,
+            tuple(c.type for c in chain),
+            handled,
+            fatal,
+        )
     )
     chain.clear()
 
