@@ -83,9 +83,11 @@ NATIVE_PATTERNS = (
     # shards": they print those on any signal, and uvicorn only after its start-up completed
     (r"(\b(?:[Mm]odel )?[Ss]erver stopped\b.*|\b[Ss]topping (?:the )?(?:model )?server\b.*)", STOPPED),
     (r"^((?:[\w.-]+@[\w.-]+:\S*\s?)?[$#])\s*$", PROMPT),  # the shell's prompt is back: the process ended
+    # an error record: a logger's level word, logrus's `level=error`, Go log/slog's TextHandler
+    # `level=ERROR` (slog.Level.String(), as Ollama logs: `level=ERROR source=routes.go:...`)
     (
         r"(?:^(?:ERROR|FATAL|CRITICAL|Error|Fatal)\b[\s:|]|\[(?:ERROR|Error|FATAL|Fatal|CRITICAL|E)\]"
-        r"|\blevel=(?:error|fatal)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
+        r"|\blevel=(?:error|fatal|ERROR|FATAL)\b|\"level\":\s*\"(?:ERROR|error|FATAL|fatal)\")\s*(.*)",
         LOGGED,
     ),
     (r"mpirun (?:detected that one or more processes exited with non-zero status|noticed that process)", "mpirun"),

@@ -68,7 +68,7 @@ def causes_of(path: Path, upto: int | None = None, lines: int | None = None, siz
     texts = [raw.decode("utf-8", errors="replace") for raw in split_lines(data)]
     if upto is not None:
         texts = texts[: max(0, upto - first + 1)]
-    return read(texts, first)
+    return read(texts, first, to_end=upto is None)
 
 
 def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:

@@ -114,8 +114,9 @@ def strip(line: str) -> str:
         line = rest
 
 
-def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
-    """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end."""
+def read(lines: Sequence[str], first_line_no: int = 1, to_end: bool = False) -> list[Cause]:
+    """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end.
+    `to_end`: the lines run to the log's end, so a traceback they stop inside is its last word."""
     state = _State(first_line_no)
     for i, line in enumerate(lines):
         head = line[:LINE_CHARS]
@@ -125,7 +126,7 @@ def read(lines: Sequence[str], first_line_no: int = 1) -> list[Cause]:
         for part in _parts(head):
             state.take(strip(part), i, _GLOG.search(part) if "] " in part else None)
         state.before = head
-    state.cut()
+    state.cut(last=to_end)
     state.close()
     return sorted(state.out, key=lambda c: c.line_no)
 
@@ -227,9 +228,10 @@ class _State:
         self.out[-1] = _cause(last.type, f"{last.message} {text.strip()}"[:MESSAGE_CHARS], last.line_no, False)
         return True
 
-    def cut(self) -> None:
+    def cut(self, last: bool = False) -> None:
         """A traceback that ended before its exception line: its last `raise` and the
-        package of its last frame say what it was."""
+        package of its last frame say what it was. One the log ends inside (`last`) is kept
+        whatever it says: the process was printing an error when the log stopped."""
         if not self.in_tb:
             return
         self.in_tb = False
@@ -237,7 +239,7 @@ class _State:
         kind = found.group(1) if found else "traceback"
         message = (found.group(2) or "").strip("\"' )(") if found else self.frame
         cause = self._by_frames(_cause(kind, message[:MESSAGE_CHARS], self.first + self.at, True))
-        if found or cause.failure_class != "other" or (self.chain and self.chain_open) or self.fatal:
+        if found or cause.failure_class != "other" or (self.chain and self.chain_open) or self.fatal or last:
             self._link(cause)  # a traceback chained to the one before, or a worker's death, is kept
 
     def _note_handled(self, warning: bool = False, record: str = "") -> None:

@@ -100,7 +100,7 @@ class Signature:
     settles: bool = False  # this line ends the failure story: decide without waiting
     weak: bool = False  # decides nothing live; names the outcome only if the log ends undecided
     cause: Cause = Cause.ABOVE  # for class `other`: where the error that explains this line is
-    requires: tuple[str, ...] = ()  # ready only once one of these other signatures has matched
+    requires: tuple[str, ...] = ()  # counts only once one of these other signatures has matched
     phase: str | None = None  # phase name, may use the pattern's named groups: "capture bs={bs}"
     pack: str = ""
     source: str = ""

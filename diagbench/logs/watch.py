@@ -22,7 +22,7 @@ from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
 from diagbench.logs.events import EVIDENCE_CHARS, death_hit, evidence_of, is_event, signal_name
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
-from diagbench.logs.signatures import PREFIX, Cause, Kind
+from diagbench.logs.signatures import PREFIX, Cause, Kind, Signature
 from diagbench.logs.window import Window
 from diagbench.vocab import Evidence, FailureClass, Outcome
 
@@ -265,8 +265,8 @@ class Watch:
             self._retried_at = hit.line_no  # it tries again: its next lines say how that went
             if self._ready_hit is None:  # after the ready line the retry is a request's (Ollama loads at the first)
                 self._enter(hit.signature.phase_name(hit.match), now)
-        elif kind is Kind.FAILURE and hit.line_no == self._retried_at:
-            pass  # the error a retry line names is the one it retries
+        elif kind is Kind.FAILURE and (hit.line_no == self._retried_at or not self._met(hit.signature)):
+            pass  # the error a retry line names is the one it retries; a reading whose context is missing
         elif kind is Kind.PHASE and not self._window:
             self._enter(hit.signature.phase_name(hit.match), now)
         elif kind is Kind.READY and self.rule.log and self._ready_hit is None:
@@ -304,9 +304,13 @@ class Watch:
             if hit.signature.kind is Kind.MARKER:
                 self.detector.saw(hit.signature)
 
+    def _met(self, sig: Signature) -> bool:
+        """A line that counts only after another (`requires`) has that one behind it."""
+        return not sig.requires or any(r in self._seen for r in sig.requires)
+
     def _take_ready(self, hit: Hit) -> None:
         sig = hit.signature
-        if not self.detector.allows(sig) or (sig.requires and not any(r in self._seen for r in sig.requires)):
+        if not self.detector.allows(sig) or not self._met(sig):
             return
         if sig.weak:
             self._weak_ready = hit
