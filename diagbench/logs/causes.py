@@ -47,6 +47,22 @@ TABLE = (
         "TGI launcher/src/main.rs (Shard process was signaled to shutdown with signal 9); Go os/exec_posix.go "
         "(signal: killed)",
     ),
+    # -- a child killed or crashed, as the error that reports it words it, whatever its type ----------
+    Entry(
+        "killed",
+        "",
+        r"terminated with signal SIGKILL\b|died with <Signals\.SIGKILL: 9>|\bexit (?:code|status) (?:137|-9)\b",
+        "S torch torch/multiprocessing/spawn.py (ProcessExitedException: process N terminated with signal SIGKILL); "
+        "cpython Lib/subprocess.py CalledProcessError.__str__ (Command '...' died with <Signals.SIGKILL: 9>.); "
+        "kubectl exec (command terminated with exit code 137); Go os.ProcessState (exit status 137: a shell's "
+        "child killed, 128 + SIGKILL)",
+    ),
+    Entry(
+        "segfault",
+        "",
+        r"terminated with signal SIGSEGV\b|died with <Signals\.SIGSEGV: 11>|\bexit (?:code|status) (?:139|-11)\b",
+        "S the same reports of a child ended by SIGSEGV (128 + 11 = 139)",
+    ),
     # -- the GPU's own errors: CUDA runtime (cuda_runtime_api.h cudaError_t strings) -----------------
     Entry(
         "illegal_memory_access",
@@ -180,6 +196,19 @@ FRAMES = (
         "torch_compile", "", r"torch/_(?:dynamo|inductor)/", "S torch torch/_dynamo, torch/_inductor (torch.compile)"
     ),
     Entry("triton", "", r"triton/(?:compiler|backends|runtime)/", "S triton python/triton/compiler, backends, runtime"),
+)
+
+
+# A traceback that passes through CUDA graph capture: what it raised broke a capture, the wrapper's
+# class (as SGLang's "Capture cuda graph failed: {e}" words it) when the error has no finer one.
+# S torch torch/cuda/graphs.py (class graph: __enter__ calls capture_begin, __exit__ capture_end);
+# vllm 0.34.0 v1/worker/gpu/model_runner.py:1141 capture_model, v1/worker/gpu/cudagraph_utils.py:456
+# capture; sglang 0.5.23 srt/model_executor/model_runner_components/cuda_graph_setup.py:391
+# capture_cuda_graphs, runner/decode_cuda_graph_runner.py:1249 capture, :1368 capture_one_shape
+CAPTURE_FRAME = re.compile(
+    r'(?:graph\w*\.py", line \d+, in capture\w*'
+    r'|model_runner\.py", line \d+, in capture_model\b'
+    r'|torch/cuda/graphs\.py", line \d+, in (?:capture_begin|capture_end|__enter__|__exit__)\b)'
 )
 
 

@@ -14,6 +14,7 @@ import re
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
 PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
 STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)
+GAVE_UP = "launcher gave up"  # a launcher that stopped waiting for the server to come up
 INTERRUPTED = "interrupted"  # Ctrl-C, or a request to stop (SIGTERM): what follows is its fallout, not the launch's end
 ENDING = (LOGGED, PROMPT, STOPPED)  # what names a failure only among a log's last lines
 DEATHS = ("signal", "shell", "kernel")  # reports of a process killed or crashed, not of why
@@ -61,7 +62,7 @@ NATIVE_PATTERNS = (
         r"\*\*\* SIGSEGV received|\*\*\* Process received signal \*\*\*"
         r"|(?:Caught|Received|got) signal\b[^\n]{0,80}?SIG\w+"
         r"|(?:exit ?code|exitcode)\s*[:=]?\s*-(?:9|11)\b"
-        r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|exited with code (?:137|139)\b"
+        r"|Signal \(\d+\) received|Signal: [\w ]+ \(\d+\)|(?:exited with|terminated with exit) code (?:137|139)\b"
         r"|Signal (?:9|11) \(SIG\w+\)|signal(?: number)? (?:9|11)\b|<Signals\.SIG(?:KILL|SEGV): \d+>",
         "signal",
     ),
@@ -72,6 +73,17 @@ NATIVE_PATTERNS = (
         r"[Aa]ddress already in use|(?:couldn't|could not|[Ff]ailed to|[Uu]nable to) bind\b"
         r"|\blisten (?:tcp|udp)\d? \S+: bind: |error while attempting to bind on address",  # cpython asyncio
         "bind",
+    ),
+    # a launcher that gave up waiting for the server: docker compose's health check (docker/compose v2
+    # pkg/compose/convergence.go, "dependency failed to start: container %s is unhealthy"), Ollama's wait
+    # for its runner (llm/server.go, "timed out waiting for llama runner to start - progress ..."), SGLang's
+    # launchers (V sglang 0.5.23 srt/entrypoints/http_server_engine.py:55, test/test_utils.py:717,
+    # "Server failed to start within the timeout period")
+    (
+        r"(dependency failed to start: container \S+ is unhealthy.*"
+        r"|\b[Tt]imed out waiting for (?:the )?(?:server|endpoint|llama runner|model server|service)\b.*"
+        r"|\bServer failed to start within the timeout period.*)",
+        GAVE_UP,
     ),
     (r"^(?:[\w.-]+: )?(?:Error|error): (.+)", "Error"),
     (r"^(?:unknown|unrecognized|invalid) (?:option|argument)s?\b|: error: unrecognized arguments: ", "usage"),
@@ -134,6 +146,9 @@ WORDS = (
     "topped",
     "topping",
     "shutdown triggered",
+    "unhealthy",
+    "imed out waiting",
+    "ailed to start within",
 )
 MESSAGE_CHARS = 300
 # a record that says a process or thread of the server died of the traceback it prints (on its

@@ -158,7 +158,7 @@ def _failed(reading: Reading, causes: list[Cause]) -> Reading:
     if root is None:
         return reading
     primary, secondary = reading.failure_class, list(reading.secondary_classes)
-    if primary == "killed" and root.type not in DEATHS and root.failure_class not in ("other", "killed"):
+    if primary == "killed" and _killed_for(root, at):
         # killed after an error: the server (or its launcher) killed its tree because of it
         return replace(reading, failure_class=root.failure_class, secondary_classes=("killed",), cause=root)
     if primary in (None, "other") and root.failure_class != "other":
@@ -167,6 +167,19 @@ def _failed(reading: Reading, causes: list[Cause]) -> Reading:
     elif root.failure_class not in ("other", primary) and root.failure_class not in secondary:
         secondary.insert(0, root.failure_class)
     return replace(reading, failure_class=primary, secondary_classes=tuple(secondary), cause=root)
+
+
+def _killed_for(root: Cause, death: int) -> bool:
+    """Whether an error explains a kill at line `death`: it is no death itself, of a finer
+    class, not one the program went on from, and just before the kill (a server kills its
+    tree when a worker fails, in the lines after its error; an import that only warned at
+    start-up, hundreds of lines before the OOM killer, did not cause it)."""
+    return (
+        root.type not in DEATHS
+        and root.failure_class not in ("other", "killed")
+        and not root.handled
+        and death - CAUSE_BELOW <= root.line_no
+    )
 
 
 def _after_ready(reading: Reading, causes: list[Cause]) -> Reading:

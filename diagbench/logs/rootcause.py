@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from diagbench.logs.causes import class_of, class_of_frame
+from diagbench.logs.causes import CAPTURE_FRAME, class_of, class_of_frame
 from diagbench.logs.native import ANSWERED, DEATHS, FATAL_RECORD, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
 from diagbench.logs.signatures import PREFIX
 
@@ -47,6 +47,7 @@ _FRAME = re.compile(r"\s+(?:File \"|\S)|\s*\^+\s*$|\s*~+\s*$|\s*\.\.\.|\s*\[Prev
 # and what the other lines the reader takes need: a traceback's header and frames, an
 # exception's name, a chain's words ("... above exception ..."), the terminal's ^C
 _LOOK = (*WORDS, "Traceback", 'File "', "xception", "^C", "HTTP/")
+CUT = "traceback"  # the type of a traceback cut before its exception line, with no `raise` to name it
 LINE_CHARS = 4096  # of a longer line only its start is read (errors are short; a flood is not)
 # glog's level letter, which `strip` takes off with the rest of its prefix: E an error record, F fatal
 _GLOG = re.compile(r"(?:^|[\s|>])([EF])\d{4} [\d:.]+\s+\d+ [\w./-]+:\d+\] (.*)")
@@ -166,6 +167,7 @@ class _State:
         self.frame = ""  # its last `File "..."` line
         self.indent = 0  # how far its header was indented
         self.modules = 0  # its frames that run a module's body (`in <module>`): imports
+        self.capturing = False  # one of its frames captures a CUDA graph (causes.CAPTURE_FRAME)
         self.prev = ""
         self.at = 0
         self.before = ""  # the line before this one, as written
@@ -196,6 +198,7 @@ class _State:
             if stripped.startswith("File "):
                 self.frame = stripped
                 self.modules += stripped.endswith("in <module>")
+                self.capturing = self.capturing or CAPTURE_FRAME.search(stripped) is not None
             elif stripped.startswith("raise "):
                 self.raise_line = stripped
         else:
@@ -236,7 +239,7 @@ class _State:
             return
         self.in_tb = False
         found = _RAISE.match(self.raise_line or "")
-        kind = found.group(1) if found else "traceback"
+        kind = found.group(1) if found else CUT
         message = (found.group(2) or "").strip("\"' )(") if found else self.frame
         cause = self._by_frames(_cause(kind, message[:MESSAGE_CHARS], self.first + self.at, True))
         if found or cause.failure_class != "other" or (self.chain and self.chain_open) or self.fatal or last:
@@ -257,14 +260,15 @@ class _State:
         self._note_handled(record=record)
         self.in_tb, self.raise_line, self.frame, self.at, self.indent = True, None, frame, i, 0
         self.modules = int(frame.endswith("in <module>"))
+        self.capturing = CAPTURE_FRAME.search(frame) is not None
 
     def _by_frames(self, cause: Cause) -> Cause:
-        """An error of no finer class, named by where it was raised: in torch.compile's or
-        Triton's packages (causes.FRAMES), or in a module's body that another module's body
-        was importing (an import that failed)."""
+        """An error of no finer class, named by where it was raised: inside a CUDA graph's
+        capture (causes.CAPTURE_FRAME), in torch.compile's or Triton's packages (causes.FRAMES),
+        or in a module's body that another module's body was importing (an import that failed)."""
         if cause.failure_class != "other":
             return cause
-        cls = class_of_frame(self.frame)
+        cls = "cuda_graph_capture" if self.capturing else class_of_frame(self.frame)
         if cls == "other" and self.modules >= 2 and self.frame.endswith("in <module>"):
             cls = "import_error"  # cpython: importlib runs the module's code, its frame is `<module>`
         return replace(cause, failure_class=cls, message=cause.message or self.frame)
@@ -350,5 +354,7 @@ def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> 
     deaths = [c for c in inside if c.type in DEATHS and c.failure_class != "other"]
     if deaths and (not errors or deaths[-1].line_no < errors[-1].line_no):
         return deaths[-1]  # a process died, and an error reports it (torchrun's ChildFailedError)
-    pick = errors or inside  # a death after an error is its fallout
+    # a death after an error is its fallout; a traceback cut before its exception says less than
+    # any error that names itself (its frames are what is left of it)
+    pick = [c for c in errors if c.type != CUT] or errors or inside
     return pick[-1] if pick else None
