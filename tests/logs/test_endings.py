@@ -16,7 +16,7 @@ SIGS = load_packs(builtin_packs(), Path("."))
 NO_SERVER = [s for s in SIGS if s.server is None]
 
 
-def classify(tmp_path: Path, text: str, sigs: list | None = None) -> Classification:  # type: ignore[type-arg]
+def classify(tmp_path: Path, text: str, sigs: list | None = None) -> Classification:
     log = tmp_path / "server.log"
     log.write_text(text)
     return classify_file(log, SIGS if sigs is None else sigs)
