@@ -162,9 +162,10 @@ MESSAGE_CHARS = 300
 FATAL_RECORD = re.compile(
     r"\b[A-Z]\w* hit an exception\b|\bEngineCore encountered a fatal error\b|\bAsyncLLM output_handler failed\b"
 )
-# a request answered with success, in uvicorn's access log ('%s - "%s" %d', uvicorn/logging.py
-# AccessFormatter: `127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK`): a server that answers lives
-ANSWERED = re.compile(r' - "(?:GET|POST|PUT|PATCH|DELETE) /\S* HTTP/[\d.]+" 2\d\d\b')
+# a request its workers must serve answered with success, in uvicorn's access log ('%s - "%s" %d',
+# uvicorn/logging.py AccessFormatter: `127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK`): a server
+# that answers lives. A POST: a GET (`/health`, `/v1/models`) the HTTP layer answers on its own
+ANSWERED = re.compile(r' - "POST /\S* HTTP/[\d.]+" 2\d\d\b')
 
 
 @functools.cache

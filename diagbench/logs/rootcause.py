@@ -192,6 +192,7 @@ class _State:
         elif (exc := _exception_at(text, self.prev, self.in_tb)) is not None:
             if not self.in_tb:
                 self._note_handled(warning=True)  # a lone exception line (Java's): the record it belongs to
+                self.capturing = False  # no frames of its own: the traceback before it is another error's
             self._link(self._by_frames(_cause(exc[0], exc[1], self.first + i, True)))
             self.in_tb = False
         elif self.in_tb and (not stripped or _FRAME.match(text) or _flat_frame(stripped, self.prev)):

@@ -88,6 +88,8 @@ def test_a_workers_exception_the_server_lived_on_from_leaves_it_ready(tmp_path: 
     assert (got.outcome, got.line_no) == ("ready", 17)
     without_answer = classify(tmp_path, text.rsplit("[2026", 1)[0])
     assert (without_answer.outcome, without_answer.phase) == ("failed", "serving")
+    health = classify(tmp_path, text.replace('"POST /generate', '"GET /health'))  # the HTTP layer alone
+    assert (health.outcome, health.phase) == ("failed", "serving")
 
 
 def test_a_traceback_quoted_in_a_json_record_after_the_ready_line_leaves_it_ready(tmp_path: Path) -> None:
