@@ -19,7 +19,6 @@ Its first line says it is a simulator, so nobody mistakes a demo log for a real 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -27,6 +26,9 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from diagbench.jsonreply import read_json, reply_json
+from diagbench.jsonvalue import JSON
 
 BANNER = "[diagbench simulator] simulated SGLang server: no GPU, no model; timings scaled to seconds"
 ADVICE = (
@@ -90,6 +92,17 @@ def token_seconds(graphs: bool, compiled: bool, speed: float) -> float:
     return TOKEN_S * (1.0 if graphs else EAGER_FACTOR) * (COMPILE_FACTOR if compiled else 1.0) / speed
 
 
+def max_new_tokens(body: JSON) -> int:
+    """SGLang's /generate: `sampling_params.max_new_tokens`, else `max_new_tokens`, else 8."""
+    if not isinstance(body, dict):
+        raise ValueError("expected a JSON object")
+    params = body.get("sampling_params") or {}
+    value = params.get("max_new_tokens", body.get("max_new_tokens", 8)) if isinstance(params, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"max_new_tokens: expected a number, got {value!r}")
+    return int(value)
+
+
 def serve_health(port: int, token_s: float = TOKEN_S) -> None:
     class Health(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -104,20 +117,13 @@ def serve_health(port: int, token_s: float = TOKEN_S) -> None:
                 self.end_headers()
                 return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                params = body.get("sampling_params") or {}
-                tokens = int(params.get("max_new_tokens", body.get("max_new_tokens", 8)))
-            except (ValueError, TypeError, AttributeError):
+                tokens = max_new_tokens(read_json(self))
+            except ValueError:
                 self.send_response(400)
                 self.end_headers()
                 return
             time.sleep(tokens * token_s)
-            payload = json.dumps({"text": " Paris" * tokens, "meta_info": {"completion_tokens": tokens}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            reply_json(self, 200, {"text": " Paris" * tokens, "meta_info": {"completion_tokens": tokens}})
 
         def log_message(self, *args: object) -> None:
             return

@@ -23,6 +23,7 @@ RANKS = {
     "vocab": 0,
     "errors": 0,
     "jsonvalue": 0,
+    "jsonreply": 0,
     "yamlsrc": 0,
     "schemas": 0,
     "sensitive": 0,

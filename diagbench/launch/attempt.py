@@ -25,11 +25,11 @@ from diagbench.launch.probes import Readiness
 from diagbench.launch.process import Launch, ServerProcess, Teardown, stop_tree
 from diagbench.launch.reader import LogReader
 from diagbench.launch.tags import Tag
-from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
+from diagbench.logs.decision import Decision, PhaseChange
 from diagbench.logs.scan import Scanner
 from diagbench.logs.watch import Watch
 from diagbench.records.parts import Price
-from diagbench.records.record import AttemptRecord, PhaseChange
+from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor, redact, redact_argv, server_redactor
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
@@ -70,9 +70,8 @@ def run_attempt(
         if lease.holder is not None:
             reason = f"port {lease.port} is already in use by {lease.holder} (stop it, or set server.port: auto)"
             return _launch_error(base, reason, t0)
-        watch = Watch(
-            _ready_rule(server), t0 + server.timeout, server.timeout, settle_s=server.settle, server=server.kind
-        )
+        rule, timeout = server.ready_rule, server.timeout
+        watch = Watch(rule, t0 + timeout, timeout, settle_s=server.settle, server=server.kind, started=t0)
         try:
             log = CappedLog(folder / "server.log", server.max_log)
         except OSError as exc:
@@ -94,14 +93,14 @@ def run_attempt(
         decision = _name_port_holder(decision, lease.port)
         record = _record(base, decision, watch, reader, teardown, t0, stats)
         record = with_cause(record, folder / "server.log", stats)
-        phases = _timeline(watch.phases, t0, decision.at)
+        phases = _timeline(watch.phases, decision.at - t0)
         return hang.recorded(replace(record, phases=phases, price=price))
 
 
-def _timeline(phases: list[PhaseEntered], t0: float, decided: float) -> list[PhaseChange]:
-    """Each phase change with its seconds since launch (the record's timeline), none later
-    than the decision (rounded as time_to_outcome_s is)."""
-    return [PhaseChange(p.name, min(round(p.at - t0, 3), round(decided - t0, 4))) for p in phases]
+def _timeline(phases: list[PhaseChange], decided_s: float) -> list[PhaseChange]:
+    """The phase changes (seconds since launch), none later than the decision (rounded as
+    time_to_outcome_s is)."""
+    return [PhaseChange(p.name, min(p.at_s, round(decided_s, 4))) for p in phases]
 
 
 def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[str, str | None]) -> dict[str, Any]:
@@ -115,16 +114,6 @@ def _record_start(planned: PlannedAttempt, argv: tuple[str, ...], changes: dict[
         "env_changes": redact(changes),
         "started_at": _now_iso(),
     }
-
-
-def _ready_rule(server: ServerSpec) -> ReadyRule:
-    """ready.log and/or ready.http; with neither, the packs' ready lines."""
-    return ReadyRule(
-        log=server.ready_log is not None or server.ready_http is None,
-        http=server.ready_http is not None,
-        http_path=server.ready_http or "",
-        request=server.ready_request.label if server.ready_request else "",
-    )
 
 
 @dataclass(frozen=True)
@@ -259,7 +248,7 @@ class _PhaseTeller:
     on_phase: PhaseCallback
     told: int = 0
 
-    def tell(self, phases: list[PhaseEntered]) -> None:
+    def tell(self, phases: list[PhaseChange]) -> None:
         for change in phases[self.told :]:
             self.on_phase(self.planned, change.name)
         self.told = len(phases)

@@ -24,11 +24,12 @@ class Decision:
 
 
 @dataclass(frozen=True)
-class PhaseEntered:
-    """A start-up phase the server entered, at the `now` its line was fed with."""
+class PhaseChange:
+    """A start-up phase the server entered (`load`, `capture bs=32`), `at_s` seconds after the
+    launch (the watch's `started`): the record's timeline, and what the live view is told."""
 
     name: str
-    at: float
+    at_s: float
 
 
 @dataclass(frozen=True)

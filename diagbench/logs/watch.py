@@ -18,7 +18,7 @@ import functools
 import re
 from collections import deque
 
-from diagbench.logs.decision import Decision, PhaseEntered, ReadyRule
+from diagbench.logs.decision import Decision, PhaseChange, ReadyRule
 from diagbench.logs.events import EVIDENCE_CHARS, death_hit, evidence_of, is_event, signal_name
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
@@ -55,15 +55,17 @@ class Watch:
         settle_lines: int = SETTLE_LINES,
         server: str | None = None,
         whole_log: bool = False,
+        started: float = 0.0,
     ):
         self.rule, self.deadline, self.timeout_s = rule, deadline, timeout_s
+        self.started = started  # the launch's `now`: phase changes are timed from it
         # a finished log, all of it to be fed: its ready line is confirmed at its end (a bind
         # error may still follow it), so the decision does not depend on how it was read
         self.whole_log = whole_log
         self.detector = Detector(server)  # which server wrote the log: given, or from its markers
         self.settle_s, self.settle_lines = settle_s, settle_lines
         self.phase: str | None = None
-        self.phases: list[PhaseEntered] = []  # every change of `phase`, in order
+        self.phases: list[PhaseChange] = []  # every change of `phase`, in order
         self.decision: Decision | None = None
         self.lines = 0
         self._seen: set[str] = set()
@@ -295,7 +297,7 @@ class Watch:
     def _enter(self, phase: str, now: float) -> None:
         if phase != self.phase:
             self.phase = phase
-            self.phases.append(PhaseEntered(phase, now))
+            self.phases.append(PhaseChange(phase, round(now - self.started, 3)))
         if self._weak_ready is not None and phase.startswith(STARTUP):  # bound before it loads: order matters
             self.bound_early, self._weak_ready = evidence_of(self._weak_ready), None
 

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSONObject
+from diagbench.logs.decision import PhaseChange
 from diagbench.records.parts import GpuSettle, Hang, Placement, Price, RootCause
 from diagbench.records.typed import OMIT_NONE, build, plain
 from diagbench.vocab import Evidence, Outcome, outcome_label
@@ -29,14 +30,6 @@ class Killed:
     pid: int
     name: str
     signal: str  # SIGTERM | SIGKILL
-
-
-@dataclass(frozen=True)
-class PhaseChange:
-    """A start-up phase the server entered (`load`, `capture bs=32`), seconds after launch."""
-
-    name: str
-    at_s: float
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from diagbench.jsonreply import read_json, reply_json
+from diagbench.jsonvalue import JSON
 from diagbench.refserver import hang, kernel
 from diagbench.refserver.model import TinyDecoder
 
@@ -136,7 +138,7 @@ def make_handler(engine: Engine, ready: threading.Event) -> type[BaseHTTPRequest
                 self._reply(404, {"error": "not found"})
                 return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body: Any = read_json(self)  # a wrong shape is a TypeError or ValueError: answered 400
                 ids = body.get("input_ids") or list(str(body.get("text", "hello")).encode())
                 tokens = engine.generate(ids, int(body.get("max_new_tokens", 8)))
             except (ValueError, TypeError) as exc:
@@ -144,13 +146,8 @@ def make_handler(engine: Engine, ready: threading.Event) -> type[BaseHTTPRequest
                 return
             self._reply(200, {"output_ids": tokens})
 
-        def _reply(self, code: int, data: dict[str, Any]) -> None:
-            payload = json.dumps(data).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+        def _reply(self, code: int, data: JSON) -> None:
+            reply_json(self, code, data)
 
         def log_message(self, *args: object) -> None:
             return

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from diagbench.errors import UserError
+from diagbench.logs.decision import ReadyRule
 from diagbench.logs.server_names import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs
 from diagbench.logs.watch import SETTLE_S
@@ -80,6 +81,16 @@ class ServerSpec:
     stacks: str = STACKS_DEFAULT  # when the tree's stacks are taken: on-timeout | always | never
     faulthandler: bool = False  # Python servers dump their own stacks on SIGUSR2 (server.stacks: faulthandler)
     price: PriceLoad | None = None  # a short load sent once ready, before teardown (triage --price)
+
+    @property
+    def ready_rule(self) -> ReadyRule:
+        """ready.log and/or ready.http; with neither, the packs' ready lines."""
+        return ReadyRule(
+            log=self.ready_log is not None or self.ready_http is None,
+            http=self.ready_http is not None,
+            http_path=self.ready_http or "",
+            request=self.ready_request.label if self.ready_request else "",
+        )
 
 
 @dataclass(frozen=True)

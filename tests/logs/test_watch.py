@@ -111,7 +111,7 @@ def test_every_phase_change_in_one_read_is_kept_in_order_with_its_time():
     feed_every_phase(w, "Load weight begin.\n", now=1.0)
     feed_every_phase(w, CAPTURE, now=2.5, first=2)  # load again, then four more phases: one read
     feed_every_phase(w, "Capture cuda graph end.\n", now=3.0, first=8)  # the same phase: no change
-    assert [(p.name, p.at) for p in w.phases] == [
+    assert [(p.name, p.at_s) for p in w.phases] == [
         ("load", 1.0),
         ("capture", 2.5),
         ("capture bs=8", 2.5),
