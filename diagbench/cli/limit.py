@@ -71,6 +71,7 @@ def limit(
     from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.limit.problem import LimitRequest, from_command
     from diagbench.limit.run import find_limit
+    from diagbench.limit.search import budget
     from diagbench.render.limit import LimitProgress
 
     rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
@@ -78,6 +79,8 @@ def limit(
     problem = guarded(lambda: from_command(given, rules, Path.cwd()))
     options = launch_options(problem.spec, where, runs_dir, run_id, repeat, parallel, gpus)
     console = err if as_json else out
+    most = budget(problem.lo, problem.hi) * repeat
+    console.print(f"{problem.knob.name} from {problem.lo} to {problem.hi}: at most {most} launches", markup=False)
     cancel = Cancel()
     # a signal stops the search in order: the running launches are torn down and recorded,
     # limit.json is written with what was known, and it exits 130 (a second signal hurries it)
@@ -138,7 +141,7 @@ def _finish(result: LimitResult, as_json: bool) -> NoReturn:
     from diagbench.render.limit import limit_as
 
     found = result.limit
-    show(limit_as(found, TextOrJson.of(as_json)))
+    show(limit_as(found, TextOrJson.of(as_json), out.width))
     if found.status.exit_code != ExitCode.OK and found.reason:
         err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
     if result.harness_errors:

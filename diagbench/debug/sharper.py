@@ -129,7 +129,8 @@ def _moved_frame(before: tuple[AttemptRecord, Path], log: Path, line_no: int) ->
     if old is not None and _FRAME.sub(_frame_key, old[1]) == _FRAME.sub(_frame_key, frame[1]):
         return None
     shown = location(frame[1]) or frame[1].strip()
-    return Sharper(frame[0], frame[1].strip(), "frame", None, f"the failure is raised at another place: {shown}")
+    was = f" (was {location(old[1]) or old[1].strip()})" if old is not None else ""
+    return Sharper(frame[0], frame[1].strip(), "frame", None, f"the failure is raised at another place: {shown}{was}")
 
 
 def _frame_key(found: re.Match[str]) -> str:

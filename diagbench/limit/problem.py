@@ -20,7 +20,7 @@ from diagbench.triage.remedies import load_catalogue
 __all__ = ["INT64", "Knob", "LimitProblem", "LimitRequest", "from_command", "parse_knob", "parse_range"]
 
 INT64 = 2**63 - 1  # values are written for a server's parser: a signed 64-bit integer is the widest most take
-_RANGE = re.compile(r"^\s*([-+]?\d+)\s*\.\.\s*([-+]?\d+)\s*$")
+_RANGE = re.compile(r"^\s*([-+]?[0-9]+)\s*\.\.\s*([-+]?[0-9]+)\s*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EXAMPLE = {False: "--vary --cuda-graph-max-bs=1..64", True: "--vary-env VLLM_CPU_KVCACHE_SPACE=1..8"}
 
@@ -111,7 +111,7 @@ def parse_knob(vary: Sequence[str], vary_env: Sequence[str]) -> tuple[Knob, int,
         raise UserError(f"{flag} {text}: '{name}' is not a variable name (letters, digits and _), e.g. {_EXAMPLE[env]}")
     if env and name.startswith("DIAGBENCH_"):
         raise UserError(f"{flag} {text}: DIAGBENCH_* variables are diagbench's own (it tags every launch with them)")
-    if not env and (not name.startswith("-") or name.strip("-") == "" or any(c.isspace() for c in name)):
+    if not env and (not name.startswith("-") or name.strip("-") == "" or any(c.isspace() or c == "=" for c in name)):
         raise UserError(
             f"{flag} {text}: '{name}' is not an option (write it as the command takes it, e.g. {_EXAMPLE[env]})"
         )

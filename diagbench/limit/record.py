@@ -15,7 +15,7 @@ from diagbench.errors import RecordError
 from diagbench.records.files import read_regular
 from diagbench.records.parts import Price
 from diagbench.records.typed import build
-from diagbench.vocab import ExitCode
+from diagbench.vocab import ExitCode, outcome_label
 
 __all__ = ["FILENAME", "LIMIT_VERSION", "Limit", "Role", "Status", "Step", "read_limit"]
 
@@ -61,6 +61,10 @@ class Step:
     line_no: int | None = None
     startup_s: float | None = None  # launch -> ready, of the first launch that came up
     price: Price | None = None  # --price: the first launch that came up's figures
+
+    @property
+    def label(self) -> str:
+        return outcome_label(self.outcome, self.failure_class)
 
     def to_json(self) -> dict[str, Any]:
         return {

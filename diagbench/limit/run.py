@@ -22,7 +22,7 @@ from diagbench.limit.search import Conclusion, Search, Verdict, budget, judge
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir, write_json
 from diagbench.spec.ready import PriceLoad
-from diagbench.vocab import Outcome
+from diagbench.vocab import FailureClass, Outcome
 
 __all__ = ["LimitEvents", "LimitResult", "find_limit"]
 
@@ -87,6 +87,8 @@ class _Runner:
         (self.search.known if role is Role.SEARCH else self.search.checks)[value] = verdict
         step = make_step(value, role, verdict, records)
         self.steps.append(step)
+        if len(self.steps) == 2 and _alike(*self.steps):
+            self.search.same_failure = True
         partial = self.result(Status.INTERRUPTED, "stopped before the search ended (diagbench was killed?)")
         with contextlib.suppress(WriteError):  # a full disk: the search stops on the launches' own write error
             write_json(self.launcher.run_dir.path / FILENAME, partial.to_json())
@@ -171,6 +173,18 @@ def _against(p: LimitProblem, c: Conclusion) -> str:
             return f"not monotone: {c.against} came up, past the limit {c.limit} (and {c.beyond} did not)"
         return f"not monotone: {c.against} did not come up, though the limit {c.limit} did"
     return f"not monotone: {c.against} came up, though the values the search launched did not"
+
+
+# failures that name no class of their own (a crash, an import error, a generic error): the same
+# one at two values may mean the command does not work at any
+_UNSPECIFIC = (None, FailureClass.IMPORT_ERROR.value, FailureClass.OTHER.value)
+
+
+def _alike(first: Step, second: Step) -> bool:
+    """Two launches past the limit that failed with the same line and no class of their own."""
+    past = first.verdict == second.verdict == Verdict.BAD.value
+    same = first.line is not None and first.line == second.line and first.label == second.label
+    return past and same and first.failure_class in _UNSPECIFIC
 
 
 def make_step(value: int, role: Role, verdict: Verdict, records: Sequence[AttemptRecord]) -> Step:

@@ -74,6 +74,9 @@ class Search:
     smallest: bool = False
     known: dict[int, Verdict] = field(default_factory=dict)  # the search's own launches, value -> verdict
     checks: dict[int, Verdict] = field(default_factory=dict)  # launches made to check it
+    # the first two launches failed alike (the same line, no class of its own: a command that may not
+    # work at all), so the near end is launched third; still within the budget: the gap left is halved
+    same_failure: bool = False
 
     def _x(self, value: int) -> int:
         return -value if self.smallest else value
@@ -108,6 +111,8 @@ class Search:
         good, bad = self.bounds()
         if bad is None:  # the far end came up: it is the answer
             return None
+        if self.same_failure and len(self.known) == 2 and good is None and self._value(first) not in self.known:
+            return self._value(first)
         low = good if good is not None else first - 1
         return None if bad - low <= 1 else self._value(low + (bad - low) // 2)
 

@@ -52,7 +52,7 @@ def _seen(name: str, seen: Seen | None) -> list[tuple[str, str]]:
         where = f"L{seen.line_no}: " if seen.line_no else ""
         out.append((f"  {where}{safetext.one_line(seen.line)[:300]}", "dim"))
     cause = seen.cause
-    if cause is not None and cause.message:
+    if cause is not None and cause.message and cause.line_no != seen.line_no:  # the cause is another line
         at = f" (L{cause.line_no})" if cause.line_no else ""
         said = f"  cause{at}: {safetext.one_line(cause.type)}: " + safetext.one_line(cause.message)[:300]
         out.append((said, "dim"))

@@ -8,7 +8,6 @@ import threading
 from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from diagbench import safetext
@@ -16,6 +15,7 @@ from diagbench.execute.events import QuietEvents
 from diagbench.limit.record import Limit, Status, Step
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
+from diagbench.render.fit import Column, fit
 from diagbench.render.formats import Rendering, Shown
 from diagbench.render.htmlkit import Html, el
 from diagbench.render.report import OUTCOME_STYLE
@@ -63,7 +63,7 @@ class LimitProgress(QuietEvents):
 
     def on_step(self, step: Step) -> None:
         if len(step.outcomes) > 1 or step.role.value == "check":
-            what = " (a check past the limit)" if step.role.value == "check" else ""
+            what = " (a check of the search)" if step.role.value == "check" else ""
             with self.lock:
                 self.console.print(Text(f"{step.value}: {_VERDICT[step.verdict]}{what}", style="dim"))
 
@@ -112,32 +112,33 @@ def answer(limit: Limit) -> list[tuple[str, str]]:
     return out
 
 
-def render_limit(limit: Limit) -> RenderableType:
+def render_limit(limit: Limit, width: int | None = None) -> RenderableType:
+    """The answer, then every value launched (fitted to `width`), the notes and the command."""
     parts: list[RenderableType] = [Text(line, style=style) for line, style in answer(limit)]
     if limit.steps:
-        parts.append(_table(limit))
+        parts.append(_table(limit, width))
     parts += [Text(f"note: {safetext.one_line(note)}", style="dim") for note in limit.notes]
     parts.append(Text(f"command: {safetext.one_line(limit.command)}"))
     return Group(*parts)
 
 
-def _table(limit: Limit) -> Table:
-    table = Table(title=f"{limit.option} from {limit.lo} to {limit.hi}", title_justify="left")
-    table.add_column("value", no_wrap=True, justify="right")
-    table.add_column("outcome", overflow="fold", min_width=10)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("start-up", no_wrap=True)
-    table.add_column("deciding line / price", overflow="fold", min_width=20)
-    for step in sorted(limit.steps, key=lambda s: s.value):
-        _, outcome, verdict, startup, detail = _cells(step)
-        table.add_row(
-            Text(str(step.value)),
-            Text(outcome, style=OUTCOME_STYLE.get(step.outcome, "")),
-            Text(verdict, style=_VERDICT_STYLE.get(step.verdict, "")),
-            Text(startup),
-            Text(safetext.one_line(detail)[:200], style="dim"),
-        )
-    return table
+def _table(limit: Limit, width: int | None) -> RenderableType:
+    steps = sorted(limit.steps, key=lambda s: s.value)
+    cells = [_cells(s) for s in steps]
+    columns = [
+        Column("value", [Text(c[0]) for c in cells]),
+        Column(
+            "outcome", [Text(c[1], style=OUTCOME_STYLE.get(s.outcome, "")) for c, s in zip(cells, steps, strict=True)]
+        ),
+        Column(
+            "verdict", [Text(c[2], style=_VERDICT_STYLE.get(s.verdict, "")) for c, s in zip(cells, steps, strict=True)]
+        ),
+        Column("start-up", [Text(c[3]) for c in cells], drop=1),
+        Column(
+            "deciding line / price", [Text(safetext.one_line(c[4]), style="dim") for c in cells], flex=True, lines=1
+        ),
+    ]
+    return fit(f"{limit.option} from {limit.lo} to {limit.hi}", columns, width)
 
 
 def _cells(step: Step) -> tuple[str, str, str, str, str]:
@@ -152,11 +153,11 @@ def _cells(step: Step) -> tuple[str, str, str, str, str]:
 # -- reports ----------------------------------------------------------------------------
 
 
-def limit_as(limit: Limit, format: TextOrJson) -> Rendering:
+def limit_as(limit: Limit, format: TextOrJson, width: int | None = None) -> Rendering:
     """What `limit` prints at its end: the answer and the values, or limit.json (`--json`)."""
     match format:
         case TextOrJson.TEXT:
-            return Shown(render_limit(limit))
+            return Shown(render_limit(limit, width))
         case TextOrJson.JSON:
             return json.dumps(limit.to_json(), indent=2) + "\n"
         case _:

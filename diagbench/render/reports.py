@@ -83,7 +83,7 @@ def _lead(report: Report, width: int | None) -> _Lead:
         table = Group(render_triage(leader), render_debug(found)) if found else render_triage(leader)
         return _Lead(view, table, (md, *more[0]), {"triage": leader.to_json(), **more[1]}, (html, *more[2]))
     if isinstance(leader, Limit):  # its launches are its plan
-        table, md, html = render_limit(leader), limit_markdown(leader), limit_section_html(leader)
+        table, md, html = render_limit(leader, width), limit_markdown(leader), limit_section_html(leader)
         return _Lead(probes_as_plan(view), table, (md,), {"limit": leader.to_json()}, (html,))
     if isinstance(leader, Debug):
         table, md, html = render_debug(leader), debug_markdown(leader), debug_section_html(leader)

@@ -56,7 +56,7 @@ start=$(date +%s)
 
 # 1. the largest batch that captures (timeout: a step's bound is 8 launches of at most 3 minutes each)
 COLUMNS=200 timeout -s INT 900 "$PY" -m diagbench limit "$server" --vary --cuda-graph-max-bs=1..64 \
-    --server refserver --price 100 "${common[@]}" --run-id "$LIMIT" 2>&1 | tee "$OUT/$LIMIT.console.txt"
+    --server refserver --price "${PRICE:-100}" "${common[@]}" --run-id "$LIMIT" 2>&1 | tee "$OUT/$LIMIT.console.txt"
 limit_code=${PIPESTATUS[0]}
 echo "limit-debug: diagbench limit exited $limit_code after $(( $(date +%s) - start )) s" | tee -a "$OUT/$LIMIT.console.txt"
 

@@ -66,7 +66,10 @@ def test_launch_blocking_names_the_kernels_launch_beside_the_vague_error(debugs)
         "frame",
         'File "kernels/paged_attention.py", line 42, in forward',
     )
-    assert found.sharper["why"] == "the failure is raised at another place: kernels/paged_attention.py:42"
+    assert (
+        found.sharper["why"]
+        == "the failure is raised at another place: kernels/paged_attention.py:42 (was engine.py:120)"
+    )
     assert found.debug_command is not None and found.debug_command.startswith("CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG=1 ")
     assert Status.SHARPER.exit_code == 0
 

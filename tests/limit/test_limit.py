@@ -106,6 +106,13 @@ def test_nothing_that_comes_up_exits_1_naming_the_failure(limits):
     assert found.reason == "nothing in 1..8 came up (1: failed:oom)"
 
 
+def test_a_command_that_crashes_alike_at_two_values_has_its_near_end_launched_third(limits):
+    found = limits("'--rule==>crash'", vary="--max-bs=1..64").limit  # exits 3 at every value, no line
+    assert found.status is Status.NONE_UP
+    assert [s.value for s in found.steps] == [64, 32, 1, 48]  # the far end, the middle, the near end, a check
+    assert found.reason == "nothing in 1..64 came up (1: crashed)"
+
+
 def test_a_flaky_boundary_is_seen_with_repeats_and_recorded_as_it_fell_without(limits, tmp_path: Path):
     counter = tmp_path / "draws"
     # 48 fails with probability 0.5, drawn in a fixed sequence (seed 6: fails, fails, comes up)

@@ -66,6 +66,25 @@ def test_every_boundary_of_many_ranges_is_found_within_the_budget(smallest: bool
         assert found.monotone is not False
 
 
+def test_two_launches_that_fail_alike_launch_the_near_end_third_within_the_budget() -> None:
+    draw = random.Random(3)
+    for _ in range(1500):
+        lo = draw.randint(-1000, 1000)
+        hi = lo + draw.choice([2, 3, 4, draw.randint(2, 5000)])
+        edge = draw.randint(lo - 3, hi + 3)
+        found = Search(lo, hi)
+        launched = []
+        while (value := found.next_value()) is not None:
+            found.known[value] = Verdict.OK if value <= edge else Verdict.BAD
+            launched.append(value)
+            if len(launched) == 2 and all(found.known[v].past for v in launched):
+                found.same_failure = True
+        assert len(launched) <= budget(lo, hi), (lo, hi, edge)
+        assert found.conclude().limit == (None if edge < lo else min(edge, hi))
+        if found.same_failure:
+            assert lo in launched[:3] and (edge >= lo or len(launched) <= 3)  # nothing comes up: said in 3
+
+
 def test_the_widest_range_a_server_can_read_takes_65_launches_at_most() -> None:
     launched, found = search(0, INT64, lambda v: v <= 123_456_789)
     assert (found.limit, found.beyond) == (123_456_789, 123_456_790)
