@@ -51,6 +51,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip = pytest.mark.skip(reason="no Slurm here: .ci/slurm.sh up starts one (root, Debian)")
         for item in slurm_tests:
             item.add_marker(skip)
+    # Ray tests likewise, wherever a Ray job server answers at $RAY_ADDRESS (.ci/ray.sh sets
+    # DIAGBENCH_RAY_TESTS=1: there they run and fail if it does not)
+    ray_tests = [item for item in items if item.get_closest_marker("ray") is not None]
+    if ray_tests and os.environ.get("DIAGBENCH_RAY_TESTS") != "1" and not ray_is_up():
+        skip = pytest.mark.skip(reason="no Ray cluster answers at $RAY_ADDRESS: bash .ci/ray.sh up starts one")
+        for item in ray_tests:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -102,6 +109,20 @@ def slurm_is_up() -> bool:
     try:
         return subprocess.run(["squeue", "-h", "--me"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def ray_is_up() -> bool:
+    """A Ray job server answers at $RAY_ADDRESS (the dashboard's address), within seconds."""
+    import httpx
+
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if not address or address.startswith("ray://") or address == "auto":
+        return False
+    url = address if "://" in address else f"http://{address}"
+    try:
+        return httpx.get(f"{url.rstrip('/')}/api/version", timeout=3, trust_env=False).status_code == 200
+    except httpx.HTTPError:
         return False
 
 

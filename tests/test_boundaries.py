@@ -48,7 +48,8 @@ NEVER = {"render": ("launch",)}  # room -> rooms it must not import, though they
 ONLY_IN = {
     "typer": ("cli",),
     "rich": ("render",),
-    "subprocess": ("launch", "execute/slurm"),
+    "subprocess": ("launch", "execute/slurm", "execute/ray/watchdog"),
+    "ray": ("execute/ray",),
     "psutil": ("launch",),
 }
 

@@ -58,12 +58,23 @@ def requested(spec: Spec, given: ExecutorSpec, resume: Path | None) -> ExecutorS
         base = ExecutorSpec()  # the command line chose another kind: the settings for this one are not its
     plugin = _plugin(kind, given.kind_at if given.kind else base.kind_at)
     layers = given.over(base, frozenset(k.name for k in plugin.keys if k.adds))
+    _check_nodes(spec, kind, plugin)
     own = {k.name: k for k in plugin.keys}
     for name, setting in layers.settings.items():
         if name not in own:
             raise _not_its_own(name, setting, kind, list(own))
         own[name].read(setting)  # its shape, checked now
     return layers
+
+
+def _check_nodes(spec: Spec, kind: str, plugin: ExecutorPlugin) -> None:
+    """An attempt spanning nodes needs a kind that places nodes; said before anything runs."""
+    if spec.server.nodes > 1 and not plugin.spans_nodes:
+        spanning = " or ".join(f"--executor {k}" for k in kinds() if plugin_for(k).spans_nodes) or "another executor"
+        raise UserError(
+            f"server.nodes: {spec.server.nodes}: --executor {kind} runs each attempt on one host; "
+            f"an attempt that spans nodes needs {spanning}"
+        )
 
 
 def _plugin(kind: str, written: Setting | None) -> ExecutorPlugin:

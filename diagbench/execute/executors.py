@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from diagbench.errors import UserError
 from diagbench.execute.plugin import PluginBase, Settled
+from diagbench.execute.ray.plugin import RayPlugin
 from diagbench.execute.slurm.plugin import SlurmPlugin
 from diagbench.spec.executor import LOCAL
 
@@ -105,3 +106,4 @@ class LocalPlugin(PluginBase):
 
 register(LocalPlugin())
 register(SlurmPlugin())
+register(RayPlugin())

@@ -61,6 +61,7 @@ class ExecutorPlugin(Protocol):
 
     kind: str
     on_this_host: bool  # its attempts are this host's process trees (they die with their diagbench)
+    spans_nodes: bool  # it can run one attempt over several nodes (server.nodes)
     keys: tuple[ExecutorKey, ...]  # its keys under the spec's `executor:` (besides `kind`)
     options: tuple[ExecutorOption, ...]  # its command-line options, each over one of those keys
 
@@ -104,6 +105,7 @@ class PluginBase:
 
     kind: str
     keys: tuple[ExecutorKey, ...] = ()
+    spans_nodes: bool = False
 
     def recorded(self, layers: ExecutorSpec) -> dict[str, Any]:
         from diagbench.records.redact import Redactor

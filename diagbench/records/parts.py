@@ -13,7 +13,7 @@ from diagbench.records.typed import OMIT_NONE, plain
 if TYPE_CHECKING:
     from diagbench.logs.rootcause import Cause
 
-__all__ = ["GpuSettle", "Hang", "Placement", "Price", "RootCause"]
+__all__ = ["GpuSettle", "Hang", "NodeExit", "Placement", "Price", "RootCause"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,23 @@ class Placement:
     node: str | None = None
     gpus: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)  # a job's CUDA_VISIBLE_DEVICES
     queued_s: float | None = field(default=None, metadata=OMIT_NONE)  # a job's submission to its worker's start
+    host: str | None = field(default=None, metadata=OMIT_NONE)  # a Ray job's host, where node is Ray's node id
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True)
+class NodeExit:
+    """One node's process of an attempt spanning nodes (server.nodes), as its span saw it end."""
+
+    node: int  # its NODE_RANK: `[node N] ` before its lines in server.log
+    pid: int | None
+    exit_code: int | None  # None while it ran, or when a signal ended it
+    signal: str | None = None
+    exited_s: float | None = None  # seconds after the nodes started: the exit order
+    node_id: str = ""  # the cluster's id of the node (Ray's)
+    host: str = ""
 
     def to_json(self) -> JSONObject:
         return plain(self)

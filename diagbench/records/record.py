@@ -14,7 +14,7 @@ from typing import Protocol
 from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSONObject
 from diagbench.logs.decision import PhaseChange
-from diagbench.records.parts import GpuSettle, Hang, Placement, Price, RootCause
+from diagbench.records.parts import GpuSettle, Hang, NodeExit, Placement, Price, RootCause
 from diagbench.records.typed import OMIT_NONE, build, plain
 from diagbench.vocab import Evidence, Outcome, outcome_label
 
@@ -73,6 +73,7 @@ class AttemptRecord:
     stalled_after_s: float | None = None  # the quiet seconds when the stall was decided
     hang: Hang | None = None  # where the tree waited; None unless stacks were taken
     price: Price | None = field(default=None, metadata=OMIT_NONE)  # a pricing load's figures (triage --price)
+    nodes: tuple[NodeExit, ...] | None = field(default=None, metadata=OMIT_NONE)  # an attempt spanning nodes
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

@@ -46,6 +46,7 @@ _SERVER_KEYS = (
     "fresh_caches",
     "max_log",
     "gpus",
+    "nodes",
     "kind",
     "stall",
     "stacks",
@@ -79,6 +80,7 @@ class ServerSpec:
     ready_request: ReadyRequest | None = None  # must succeed before ready (a one-token completion)
     stall: float | None = None  # no log line and no work in the tree for this long: a stalled timeout
     stacks: str = STACKS_DEFAULT  # when the tree's stacks are taken: on-timeout | always | never
+    nodes: int = 1  # nodes one attempt spans (an executor that can place them: one process per node)
     faulthandler: bool = False  # Python servers dump their own stacks on SIGUSR2 (server.stacks: faulthandler)
     price: PriceLoad | None = None  # a short load sent once ready, before teardown (triage --price)
 
@@ -159,6 +161,7 @@ class Spec:
                 "fresh_caches": list(s.fresh_caches),
                 "max_log": s.max_log,
                 "gpus": s.gpus,
+                "nodes": s.nodes,
                 "kind": s.kind,
                 "stall_s": s.stall,
                 "stacks": "faulthandler" if s.faulthandler else s.stacks,
@@ -264,6 +267,7 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         ready_request=ready.request,
         stall=get("stall", Src.duration, None),
         stacks=_stacks_when(get("stacks", _parse_stacks, STACKS_DEFAULT)),
+        nodes=get("nodes", _parse_nodes, 1),
         faulthandler=get("stacks", _parse_stacks, "") == "faulthandler",
     )
     src.sink.settle(mark)
@@ -366,3 +370,11 @@ def _parse_port(src: Src) -> int | None:
     if not 1 <= port <= 65535:
         raise src.expected("auto or a port number from 1 to 65535")
     return port
+
+
+def _parse_nodes(src: Src) -> int:
+    """`server.nodes: N`: the nodes one attempt spans (1, the default: one host)."""
+    count = src.integer("a number of nodes (1 or more)")
+    if count < 1:
+        raise src.expected("a number of nodes (1 or more)")
+    return count

@@ -35,6 +35,7 @@ KINDS = [
     "local",
     FAKE,
     pytest.param("slurm", marks=[pytest.mark.slurm, pytest.mark.skipif(not slurm_is_up(), reason="no Slurm here")]),
+    pytest.param("ray", marks=[pytest.mark.ray]),  # skipped where no Ray answers (tests/conftest.py)
 ]
 
 
@@ -91,6 +92,9 @@ def test_each_attempt_ends_in_one_record_with_the_outcome_its_log_decides(kind: 
     if kind == "slurm":  # what its plugin adds: one job per attempt, the options every job got
         assert all(r.executor is not None and str(r.executor.job_id).isdigit() for r in result.records)
         assert "--no-requeue" in manifest["options"]["executor"]["sbatch"]
+    if kind == "ray":  # one Ray job per attempt, named by its submission id, on a node Ray names
+        assert all(r.executor is not None and str(r.executor.job_id).startswith("diagbench-") for r in result.records)
+        assert manifest["options"]["executor"]["ray_version"]
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k != "local"])

@@ -97,3 +97,17 @@ def test_the_worker_command_dispatches_through_the_registry(tmp_path: Path, run_
     assert out.stderr.strip() == "diagbench: executor 'local' runs no worker: its attempts run where diagbench runs"
     unknown = run_cli("worker", "--kind", "nope", str(tmp_path), "001-a-r1")
     assert unknown.returncode == 2 and "unknown executor 'nope'" in unknown.stderr
+
+
+def test_an_attempt_spanning_nodes_needs_a_kind_that_places_nodes(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path, {"command": fake_command(), "nodes": 2}))
+    with pytest.raises(UserError) as caught:
+        requested(spec, ExecutorSpec(), None)
+    assert str(caught.value) == (
+        "server.nodes: 2: --executor local runs each attempt on one host; an attempt that spans nodes needs --executor ray"
+    )
+    bad = write_spec(tmp_path, {"command": fake_command(), "nodes": 0})
+    with pytest.raises(
+        UserError, match=r'spec.yaml:\d+: server.nodes: expected a number of nodes \(1 or more\), got "0"$'
+    ):
+        load_spec(bad)

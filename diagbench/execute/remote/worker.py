@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
 from diagbench.records.store import RunDir
-from diagbench.spec.load import load_spec
+from diagbench.spec.load import ServerSpec, load_spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
@@ -33,6 +34,10 @@ class Site:
     node: str
     stopped: str  # the record's reason when the scheduler's SIGTERM stopped the attempt
     gpus: list[str] = field(default_factory=list)  # the GPUs the job was given
+    # how the kind launches the server here (several nodes behind one process, say), and what it
+    # adds to the record (the nodes' exits); the attempt's folder is given to both
+    adapt: Callable[[ServerSpec, Path], ServerSpec] | None = None
+    finish: Callable[[AttemptRecord, Path], AttemptRecord] | None = None
 
 
 def run_worker(run_dir: Path, attempt: str, site: Site) -> AttemptRecord:
@@ -51,12 +56,14 @@ def run_worker(run_dir: Path, attempt: str, site: Site) -> AttemptRecord:
 
     try:
         with stop_on_signals(stop):  # SIGTERM: tear down on the grace deadline; a second one hurries
-            record = _run(job, folder, stop, on_phase)
+            record = _run(job, folder, stop, on_phase, site.adapt)
     finally:
         stop.close()
     # the cluster's queue plus the worker's start, for the record
     queued = round(progress.started_at - job.submitted_at, 3) if job.submitted_at is not None else None
     record = dataclasses.replace(record, executor=Placement(site.kind, job_id, node, tuple(gpus), queued))
+    if site.finish is not None:
+        record = site.finish(record, folder)
     if stop.interrupted and record.outcome in (Outcome.CANCELLED, Outcome.CRASHED):
         # the server got the scheduler's SIGTERM too and may have died of it first: not a crash
         record = dataclasses.replace(record, outcome=Outcome.CANCELLED, reason=site.stopped, failure_class=None)
@@ -64,7 +71,13 @@ def run_worker(run_dir: Path, attempt: str, site: Site) -> AttemptRecord:
     return record
 
 
-def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> AttemptRecord:
+def _run(
+    job: JobFile,
+    folder: Path,
+    stop: Cancel,
+    on_phase: PhaseCallback,
+    adapt: Callable[[ServerSpec, Path], ServerSpec] | None = None,
+) -> AttemptRecord:
     """The attempt itself; a spec the node cannot use is a launch error, a bug is a bug."""
     try:
         spec = load_spec(Path(job.spec_path))
@@ -77,7 +90,8 @@ def _run(job: JobFile, folder: Path, stop: Cancel, on_phase: PhaseCallback) -> A
         scanner = Scanner(spec.server.signatures)
         run_dir = folder.parent.parent.resolve()
         tag = Tag(new_nonce(), job.attempt, me(), run_dir, current_scope())  # this worker owns the tree
-        record = run_attempt(planned, spec.server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
+        server = adapt(spec.server, folder) if adapt is not None else spec.server
+        record = run_attempt(planned, server, folder, scanner, tag, stop.read_fd, on_phase, hurry=stop.urgent)
         secrets = server_redactor(spec.server, [planned.cell.env], [planned.cell.args])
         return redact_record(record, secrets)  # as a local run writes it: no secret in result.json
     except UserError as exc:

@@ -1,0 +1,231 @@
+"""An attempt that spans nodes (`server.nodes: N`), as the process the worker launches in the
+server's place: it asks Ray for a placement group of N bundles, one per node (STRICT_SPREAD),
+starts the server's command on each (execute/ray/node.py) with the rendezvous variables
+(`MASTER_ADDR`, `MASTER_PORT`, `NODE_RANK`, `NNODES`), and writes every node's output to its
+own stdout as it arrives, each line behind its node prefix (`[node N] `, logs/ranks.py). So the
+worker reads one log, decides on the line and tears down as for one process.
+
+It ends when the first node's process ends (that node's exit code is its own; the others are
+stopped), or on SIGTERM (every node stopped on the grace it was given). Either way it writes
+each node's {node, pid, exit_code, signal, exited_s, node_id, host} to the --record file.
+
+    python -m diagbench.execute.ray.span --nodes N --gpus G --grace S --record FILE -- ARGV...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from diagbench.execute.ray.node import NodeProcess
+from diagbench.logs.ranks import node_prefix
+
+__all__ = ["rendezvous_env", "span_command"]
+
+LONG_LINE = 1 << 20  # a node's line longer than this is passed on in parts (memory stays flat)
+DRAIN_READS = 16  # after a node's process ended: reads of what it left in the pipe (each waits a moment)
+STOP_MARGIN_S = 1.0  # the nodes' grace is the span's, less this: they are stopped before the span is
+# the worker's own variables that a node must not take over: its node's own come from Ray there
+_NOT_PASSED = ("CUDA_VISIBLE_DEVICES", "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_")
+
+
+def span_command(python: str, nodes: int, gpus: int, grace: float, record: Path, argv: list[str]) -> list[str]:
+    """The command the worker launches in the server's place."""
+    options = ["--nodes", str(nodes), "--gpus", str(gpus), "--grace", f"{grace:g}", "--record", str(record)]
+    return [python, "-m", "diagbench.execute.ray.span", *options, "--", *argv]
+
+
+def rendezvous_env(node: int, nodes: int, master: str, port: int) -> dict[str, str]:
+    """What torchrun-style launchers read to find each other."""
+    return {"MASTER_ADDR": master, "MASTER_PORT": str(port), "NODE_RANK": str(node), "NNODES": str(nodes)}
+
+
+class _Merge:
+    """Every node's output into one stdout, whole lines at a time, each behind its node's prefix."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.out = sys.stdout.buffer
+
+    def feed(self, node: int, pending: bytes, data: bytes, final: bool) -> bytes:
+        """Write the complete lines of `pending + data`; what is left (a line not yet ended)."""
+        buf = pending + data
+        cut = buf.rfind(b"\n") + 1
+        if (final and buf[cut:]) or len(buf) - cut > LONG_LINE:
+            buf, cut = buf + b"\n", len(buf) + 1
+        if cut:
+            prefix = node_prefix(node)
+            lines = buf[:cut].split(b"\n")[:-1]
+            text = b"".join(prefix + line.replace(b"\r", b"\r" + prefix) + b"\n" for line in lines)
+            with self.lock:
+                self.out.write(text)
+                self.out.flush()
+        return buf[cut:]
+
+
+class _Span:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.stop = threading.Event()  # SIGTERM, or the first node's end
+        self.first: int | None = None  # the node whose process ended first
+        self.first_lock = threading.Lock()
+        self.merge = _Merge()
+        self.actors: list[Any] = []
+        self.places: list[dict[str, Any]] = []
+        self.pids: list[int | None] = []
+        self.started = time.time()
+
+    def run(self) -> int:
+        import ray
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        g = self.args.gpus
+        bundle = {"CPU": 1.0, **({"GPU": float(g)} if g else {})}
+        group = placement_group([dict(bundle) for _ in range(self.args.nodes)], strategy="STRICT_SPREAD")
+        try:
+            if not self._placed(group):
+                return 128 + signal.SIGTERM
+            self._start_nodes(ray, group)
+            threads = [threading.Thread(target=self._pump, args=(k,), daemon=True) for k in range(len(self.actors))]
+            for thread in threads:
+                thread.start()
+            self.stop.wait()
+            self._stop_nodes(ray)
+            for thread in threads:
+                thread.join(timeout=self.args.grace + 5)
+            return self._exit_code(ray)
+        finally:
+            for actor in self.actors:
+                ray.kill(actor)
+            remove_placement_group(group)
+
+    def _placed(self, group: Any) -> bool:
+        """Wait until Ray has placed every bundle (or SIGTERM)."""
+        import ray
+
+        ready = group.ready()
+        while not self.stop.is_set():
+            done, _ = ray.wait([ready], timeout=0.5)
+            if done:
+                return True
+        return False
+
+    def _start_nodes(self, ray: Any, group: Any) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        remote = ray.remote(NodeProcess)
+        g = self.args.gpus
+        for k in range(self.args.nodes):
+            strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=k)
+            options = {"num_cpus": 1, "num_gpus": g, "max_concurrency": 4, "scheduling_strategy": strategy}
+            self.actors.append(remote.options(**options).remote(k))
+        self.places = ray.get([a.where.remote() for a in self.actors])
+        port = ray.get(self.actors[0].free_port.remote())
+        env = {k: v for k, v in os.environ.items() if k not in _NOT_PASSED and not k.startswith("RAY_")}
+        starts = [
+            a.start.remote(
+                self.args.argv, env | rendezvous_env(k, len(self.actors), self.places[0]["ip"], port), os.getcwd()
+            )
+            for k, a in enumerate(self.actors)
+        ]
+        self.pids = ray.get(starts)
+        self.started = time.time()
+        self._write([self._node(k, None, None) for k in range(len(self.actors))])  # a span killed later still says
+
+    def _pump(self, node: int) -> None:
+        """One node's output into the merged log until it ends; its end may end the span."""
+        import ray
+
+        pending, actor = b"", self.actors[node]
+        while True:
+            data, ended, code = ray.get(actor.read.remote())
+            if code is not None and not ended:  # its process ended; a child of it may keep the pipe open
+                data, ended = self._drain(actor, data)
+            pending = self.merge.feed(node, pending, data, final=ended or code is not None)
+            if code is not None or (ended and self.stop.is_set()):
+                break
+            if ended:
+                time.sleep(0.05)  # its output closed, its process not yet reaped
+        with self.first_lock:
+            if self.first is None and not self.stop.is_set():
+                self.first = node
+                self.stop.set()
+
+    def _drain(self, actor: Any, data: bytes) -> tuple[bytes, bool]:
+        """What a node whose process has ended still has in its pipe (a few reads, while it comes)."""
+        import ray
+
+        for _ in range(DRAIN_READS):
+            more, ended, _code = ray.get(actor.read.remote())
+            data += more
+            if ended or not more:
+                return data, ended
+        return data, False
+
+    def _stop_nodes(self, ray: Any) -> None:
+        grace = max(0.5, self.args.grace - STOP_MARGIN_S)
+        ray.get([a.stop.remote(grace) for a in self.actors], timeout=grace + 30)
+
+    def _exit_code(self, ray: Any) -> int:
+        exits = ray.get([a.exit.remote() for a in self.actors])
+        self._write([self._node(k, code, at) for k, (code, at) in enumerate(exits)])
+        if self.first is None:
+            return 128 + signal.SIGTERM
+        code = exits[self.first][0]
+        return 128 - code if code is not None and code < 0 else int(code or 0)
+
+    def _write(self, nodes: list[dict[str, Any]]) -> None:
+        record = Path(self.args.record)
+        record.with_suffix(".tmp").write_text(json.dumps({"first": self.first, "nodes": nodes}), encoding="utf-8")
+        record.with_suffix(".tmp").rename(record)
+
+    def _node(self, k: int, code: int | None, at: float | None) -> dict[str, Any]:
+        place = self.places[k] if k < len(self.places) else {}
+        return {
+            "node": k,
+            "pid": self.pids[k] if k < len(self.pids) else None,
+            "exit_code": code if code is None or code >= 0 else None,
+            "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
+            "exited_s": round(at - self.started, 3) if at is not None else None,
+            "node_id": place.get("node_id", ""),
+            "host": place.get("host", ""),
+        }
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m diagbench.execute.ray.span")
+    parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument("--gpus", type=int, default=0)
+    parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--record", required=True)
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    args.argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if args.nodes < 1 or not args.argv:
+        parser.error("--nodes N (1 or more) and the command after --")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    import ray
+
+    args = _parse(argv)
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "auto", logging_level=logging.ERROR, log_to_driver=False)
+    span = _Span(args)
+    signal.signal(signal.SIGTERM, lambda *_: span.stop.set())  # teardown: every node stopped on its grace
+    try:
+        return span.run()
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
