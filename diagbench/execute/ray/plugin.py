@@ -33,7 +33,7 @@ class RayPlugin(PluginBase):
     spans_nodes: bool = True  # a placement group, one process per node (execute/ray/span.py)
     keys: tuple[ExecutorKey, ...] = (ADDRESS, ENV, PYTHON)
     options: tuple[ExecutorOption, ...] = (
-        ExecutorOption("--ray-address", "address", "ADDR", f"the Ray dashboard: http://HEAD:8265 (${ADDRESS_VAR})"),
+        ExecutorOption("--ray-address", "address", "URL", f"the Ray dashboard: http://HEAD:8265 (${ADDRESS_VAR})"),
         ExecutorOption("--ray-env", "env", "NAME", "a variable of this environment each job gets", many=True),
     )
 
