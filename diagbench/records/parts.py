@@ -65,7 +65,7 @@ class Placement:
     node: str | None = None
     gpus: tuple[str, ...] | None = field(default=None, metadata=OMIT_NONE)  # a job's CUDA_VISIBLE_DEVICES
     queued_s: float | None = field(default=None, metadata=OMIT_NONE)  # a job's submission to its worker's start
-    host: str | None = field(default=None, metadata=OMIT_NONE)  # a Ray job's host, where node is Ray's node id
+    host: str | None = field(default=None, metadata=OMIT_NONE)  # the job's host, where node is the cluster's node id
 
     def to_json(self) -> JSONObject:
         return plain(self)
@@ -80,7 +80,7 @@ class NodeExit:
     exit_code: int | None  # None while it ran, or when a signal ended it
     signal: str | None = None
     exited_s: float | None = None  # seconds after the nodes started: the exit order
-    node_id: str = ""  # the cluster's id of the node (Ray's)
+    node_id: str = ""  # the cluster's id of the node
     host: str = ""
 
     def to_json(self) -> JSONObject:
