@@ -99,7 +99,9 @@ def execute(
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
             settings = replace(_settings(options, slots), executor=placement.to_json())
-            environment = attempt_environments(spec.server, planned)  # the server's interpreter, asked once
+            # the server's interpreter, asked once, where the servers run: a cluster's worker asks on its
+            # node (cells/<attempt>/environment.json), never this host, which may have another one
+            environment = attempt_environments(spec.server, planned) if placement.plugin.on_this_host else (None, {})
             manifest = build_manifest(spec, planned, run_dir.path.name, settings, facts, environment=environment)
             run_dir.write_manifest(manifest)
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done

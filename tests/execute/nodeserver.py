@@ -6,6 +6,7 @@ says what the nodes do:
   fail=K       node K writes a failure line and exits 3; the others wait
   die=K        node K exits 5 without a word; the others wait
   hang         every node says it is loading, then waits
+  wait         every node waits (after saying where it is)
   gloo         a torchrun-style rendezvous over gloo: every node joins, all_reduce of its rank + 1,
                node 0 says READY with the sum (torch on the CPU)
 

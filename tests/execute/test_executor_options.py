@@ -214,6 +214,8 @@ def test_the_worker_runs_its_attempt_and_records_where(tmp_path: Path) -> None:
     assert record["executor"]["kind"] == "slurm" and record["executor"]["job_id"] == "77"
     assert record["executor"]["node"] == "node7" and record["executor"]["gpus"] == ["2", "3"]
     assert record["executor"]["queued_s"] >= 0
+    environment = json.loads((run_dir / "cells" / attempt / "environment.json").read_text())
+    assert environment["python"]["executable"]  # the server's interpreter, asked on the node
     progress = json.loads((run_dir / "cells" / attempt / "progress.json").read_text())
     assert progress["job_id"] == "77" and progress["node"] == "node7"
     assert sweep_tagged(run_dir) == []

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from conftest import Runs, diagbench_argv, fake_command, run_cli, wait_gone, wait_until, write_spec
@@ -44,9 +45,17 @@ def active_jobs(run_dir: Path) -> list[str]:
     return [j.job_id for j in jobs if j.active and (j.metadata or {}).get("diagbench_run") == where]
 
 
+def live_placement_groups() -> list[str]:
+    """Placement groups not removed (the tests' cluster runs nothing else)."""
+    answer = httpx.get(f"{address().rstrip('/')}/api/v0/placement_groups?limit=1000", timeout=15, trust_env=False)
+    groups = answer.json()["data"]["result"]["result"]
+    return [g["placement_group_id"] for g in groups if g["state"] != "REMOVED"]
+
+
 def nothing_left(run_dir: Path) -> None:
     wait_gone(run_dir, timeout=15)
     wait_until(lambda: not active_jobs(run_dir), 30, lambda: f"no job of the run active: {active_jobs(run_dir)}")
+    wait_until(lambda: not live_placement_groups(), 30, lambda: f"no placement group left: {live_placement_groups()}")
 
 
 @pytest.fixture
@@ -97,7 +106,7 @@ def test_four_one_gpu_cells_on_two_nodes_of_two_gpus_run_four_at_once(ray_runs: 
     assert seen == {gpus[0] for _, gpus in given}  # what the server saw as CUDA_VISIBLE_DEVICES
 
 
-def node_spec(folder: Path, mode: str, timeout: str = "60s", gpus: int = 1) -> Path:
+def node_spec(folder: Path, mode: str | list[str], timeout: str = "60s", gpus: int = 1) -> Path:
     return write_spec(
         folder,
         {
@@ -110,7 +119,7 @@ def node_spec(folder: Path, mode: str, timeout: str = "60s", gpus: int = 1) -> P
             "grace": "6s",  # the span stops each node (Ray calls) within it, on a busy host too
             "env": {"NODESERVER_PIDS": str(folder / "pids")},
         },
-        {"mode": {"args": ["{value}"], "values": [mode]}},
+        {"mode": {"args": ["{value}"], "values": mode if isinstance(mode, list) else [mode]}},
     )
 
 
@@ -290,3 +299,30 @@ def test_the_address_comes_from_the_option_the_spec_or_ray_address(tmp_path: Pat
     given = ExecutorSpec(None, {"address": Setting("h:2", "--ray-address")})
     assert requested(spec, given, None).read(ADDRESS) == "h:2"
     assert requested(spec, ExecutorSpec(), None).read(ADDRESS) == "h:1"
+
+
+def test_ctrl_c_while_an_attempt_waits_for_its_nodes_leaves_nothing(tmp_path: Path) -> None:
+    """Two attempts of 2 nodes x 2 GPUs on a cluster of 2 x 2: the second waits for Ray to place
+    its nodes when Ctrl-C comes; both are recorded cancelled, no group, job or process is left."""
+    (tmp_path / "pids").mkdir()
+    spec = node_spec(tmp_path, ["hang", "wait"], "120s", gpus=2)  # neither comes up: both hold their nodes
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        diagbench_argv("run", str(spec), "--runs-dir", str(runs), "--run-id", "r", "--executor", "ray"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    placed = lambda: [p for p in runs.glob("r/cells/*/server.log") if b"[node 1]" in p.read_bytes()]  # noqa: E731
+    wait_until(lambda: len(placed()) == 1, 120, "one attempt's nodes up")
+    waiting = lambda: [j for j in active_jobs(runs / "r") if RayClient(address()).job(j).running]  # noqa: E731
+    wait_until(lambda: len(waiting()) == 2, 60, "the second attempt's worker waiting for its nodes")
+    assert len(live_placement_groups()) == 2  # one placed, one pending
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    records = [json.loads(p.read_text()) for p in sorted(runs.glob("r/cells/*/result.json"))]
+    assert [r["outcome"] for r in records] == ["cancelled", "cancelled"]
+    nothing_left(runs / "r")
+    pids = node_pids(tmp_path)
+    wait_until(lambda: not any(alive(p) for p in pids), 15, lambda: f"gone: {[p for p in pids if alive(p)]}")

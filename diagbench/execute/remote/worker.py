@@ -14,15 +14,19 @@ from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel, stop_on_signals
 from diagbench.execute.remote.files import JobFile, Progress
 from diagbench.launch.attempt import PhaseCallback, run_attempt
+from diagbench.launch.environment import attempt_environments
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.logs.scan import Scanner
 from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import redact_record, server_redactor
-from diagbench.records.store import RunDir
+from diagbench.records.store import RunDir, write_json
 from diagbench.spec.load import ServerSpec, load_spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
+
+
+ENVIRONMENT_FILE = "environment.json"  # the server's environment as the node has it (the manifest's shape)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ def _run(
         if job.cell_id not in cells:
             raise UserError(f"{job.spec_path} has no cell {job.cell_id}")
         planned = PlannedAttempt(cells[job.cell_id], job.repeat)
+        write_json(folder / ENVIRONMENT_FILE, attempt_environments(spec.server, [planned])[0])  # read here, on the node
         scanner = Scanner(spec.server.signatures)
         run_dir = folder.parent.parent.resolve()
         tag = Tag(new_nonce(), job.attempt, me(), run_dir, current_scope())  # this worker owns the tree
