@@ -25,7 +25,6 @@ from diagbench.spec.load import ServerSpec, load_spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
-
 ENVIRONMENT_FILE = "environment.json"  # the server's environment as the node has it (the manifest's shape)
 
 
