@@ -30,17 +30,38 @@ _SECRET_WORDS = frozenset({"auth", "authorization", "pat", "cookie"})
 # secret only as the last of two or more words, and only whole: `MYSQL_PWD`, `DB_PASS`, `--db-pass`;
 # not the shell's `PWD` or `OLDPWD`, nor `BYPASS` or `COMPASS`
 _SECRET_LAST_WORDS = frozenset({"pass", "pwd"})
+# Each vendor's documented token format; a shape ends where its token's characters end, so a
+# parameter named like a prefix (`hf_overrides=None`) is not a token
 SHAPE = re.compile(
     r"(?<![A-Za-z0-9])(?:"
-    r"hf_[A-Za-z0-9]{8,}"  # Hugging Face
+    # Hugging Face: `hf_` + 34 letters and digits (https://huggingface.co/docs/hub/security-tokens;
+    # the length as GitHub's secret scanning partner pattern has it); `api_org_` the organisation tokens'
+    r"(?:hf_|api_org_)[A-Za-z0-9]{34,}"
     r"|sk-[A-Za-z0-9_-]{8,}"  # OpenAI, Anthropic (sk-ant-), and their imitators
+    # Stripe: secret and restricted keys, live and test (https://docs.stripe.com/keys#obtain-api-keys)
+    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
     r"|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}"  # GitHub
     r"|glpat-[A-Za-z0-9_-]{8,}"  # GitLab
     r"|nvapi-[A-Za-z0-9_-]{8,}"  # NVIDIA NGC / build.nvidia.com
-    r"|xox[abprs]-[A-Za-z0-9-]{8,}"  # Slack
+    r"|xox[abprs]-[A-Za-z0-9-]{8,}"  # Slack tokens
+    # PyPI API tokens: `pypi-` + a macaroon (https://pypi.org/help/#apitoken), serialized version 2
+    # (base64 `AgE`, then its location: `AgEIcHlwaS5vcmc` is pypi.org, `AgENdGVzdC5weXBpLm9yZw` TestPyPI)
+    r"|pypi-AgE[A-Za-z0-9_-]{32,}"
+    # Google API keys: `AIza` + 35 characters (https://cloud.google.com/docs/authentication/api-keys)
+    r"|AIza[0-9A-Za-z_-]{35}"
     r"|AKIA[0-9A-Z]{16}"  # AWS access key id
     r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"  # a JWT: base64url '{"' header
     r")"
+    r"(?![A-Za-z0-9])"
+)
+# URLs that are secrets themselves: whoever holds one can post with it
+SECRET_URL = re.compile(
+    # a Slack incoming webhook or workflow trigger (https://api.slack.com/messaging/webhooks):
+    # hooks.slack.com/services/T.../B.../<secret>; the path after the kind is the secret
+    r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"
+    # a Sentry DSN's keys (https://docs.sentry.io/concepts/key-terms/dsn-explainer/):
+    # scheme://PUBLIC_KEY[:SECRET_KEY]@HOST/PROJECT; any URL user name that long is a token
+    r"|(?<=://)[A-Za-z0-9_-]{20,}(?::[A-Za-z0-9_-]+)?(?=@)"
 )
 
 
@@ -68,8 +89,8 @@ def secret_template(tokens: Sequence[str], slot: str = "{value}") -> bool:
 
 
 def looks_secret(value: str) -> bool:
-    """A value shaped like a token (`hf_...`, `sk-...`, a JWT), whatever its name."""
-    return bool(SHAPE.search(value))
+    """A value shaped like a token (`hf_...`, `sk-...`, a JWT, a Slack webhook), whatever its name."""
+    return bool(SHAPE.search(value) or SECRET_URL.search(value))
 
 
 def holds_secret(value: str) -> bool:

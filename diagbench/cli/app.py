@@ -77,10 +77,13 @@ def guarded(action: Callable[[], T]) -> T:
 
 
 def write_out(text: str) -> None:
-    """A document on standard output: a reader that went away (`| head`) ends it quietly; a
-    file that cannot take it whole (a full disk) is noted, and `main` exits 2 saying so."""
+    """A document on standard output, blanked (`records.sink`): a reader that went away
+    (`| head`) ends it quietly; a file that cannot take it whole (a full disk) is noted, and
+    `main` exits 2 saying so."""
+    from diagbench.records import sink
+
     try:
-        sys.stdout.write(text)
+        sys.stdout.write(sink.document(text))
         sys.stdout.flush()
     except (OSError, ValueError) as exc:
         mark_cut("stdout", exc)
@@ -131,9 +134,12 @@ def write_run_html(
 
 
 def write_report(path: Path, text: str, mode: str, run: Path) -> None:
+    """A report file, blanked as every sink is: in the run directory (report.html) never through
+    a link; where the user named it (`--junit`, `$GITHUB_STEP_SUMMARY`) as named."""
+    from diagbench.records import sink
+
     try:
-        with path.open(mode, encoding="utf-8") as handle:
-            handle.write(text)
+        sink.write_document(path, text, append=mode == "a", follow=not path.is_relative_to(run))
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror} (the run itself is recorded in {run})") from None
 

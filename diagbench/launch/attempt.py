@@ -72,8 +72,9 @@ def run_attempt(
             return _launch_error(base, reason, t0)
         rule, timeout = server.ready_rule, server.timeout
         watch = Watch(rule, t0 + timeout, timeout, settle_s=server.settle, server=server.kind, started=t0)
+        secrets = server_redactor(server, [planned.cell.env], [planned.cell.args])
         try:
-            log = CappedLog(folder / "server.log", server.max_log)
+            log = CappedLog(folder / "server.log", server.max_log, secrets.known)
         except OSError as exc:
             raise WriteError(folder / "server.log", exc) from None
         try:
@@ -83,7 +84,7 @@ def run_attempt(
                 return _launch_error(base, str(exc), t0)
             reader = LogReader(proc, log, scanner, watch)
             hang = HangCheck(server, proc.pid, gpu_indices, folder, t0)
-            supervisor = _Supervisor(server, lease.port, cancel_fd, planned, on_phase, hurry, hang)
+            supervisor = _Supervisor(server, lease.port, cancel_fd, planned, on_phase, hurry, hang, secrets)
             decision, teardown, price = supervisor.supervise(proc, reader)
         finally:
             stats = log.close()
@@ -127,6 +128,7 @@ class _Supervisor:
     on_phase: PhaseCallback
     hurry: threading.Event | None
     hang: HangCheck
+    secrets: Redactor  # what is secret in this attempt's launch (server.log is blanked of it too)
 
     def supervise(self, proc: ServerProcess, reader: LogReader) -> tuple[Decision, Teardown, Price | None]:
         """Watch the server until decided (and price it, when asked, once ready), then (stacks
@@ -164,9 +166,8 @@ class _Supervisor:
         return _with_exit(decision, before, proc.exit_code()), teardown, price
 
     def redactor(self) -> Redactor:
-        """What is secret in this attempt's launch: built only when stacks are taken (learning
-        it reads diagbench's whole environment, ~0.5 ms that a decision's SIGTERM waited on)."""
-        return server_redactor(self.server, [self.planned.cell.env], [self.planned.cell.args])
+        """What is secret in this attempt's launch, for its stacks (learned before the launch)."""
+        return self.secrets
 
     def price(self, reader: LogReader) -> Price | None:
         """The pricing load (triage --price), with the server's pipe kept drained meanwhile."""

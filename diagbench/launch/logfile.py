@@ -7,16 +7,23 @@ keeps only its head and, in memory until the decision, the last part of the stre
 line saying how many bytes were dropped, and the same happens again for what the dying
 server prints after it. The deciding line is always in the file: if it fell in a
 dropped stretch (a settle window longer than the kept tail), a copy follows the marker.
+
+It is also a sink (`records.sink`): the secret values the run knows (its spec's, its cell's,
+diagbench's own environment's) are blanked in the bytes before they reach the file, a value
+split across two reads too, so the file holds none of them and whoever reads it later, without
+the spec, sees none. The scanner reads the server's own bytes: nothing it decides on changes.
 """
 
 from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from diagbench.errors import WriteError
+from diagbench.records.sink import StreamBlanker
 from diagbench.vocab import Evidence
 
 DEFAULT_MAX_LOG = 1 << 30
@@ -72,8 +79,9 @@ class _Ring:
 class CappedLog:
     """The attempt's server.log: written as the server writes, within `max_log` bytes."""
 
-    def __init__(self, path: Path, max_log: int = DEFAULT_MAX_LOG):
+    def __init__(self, path: Path, max_log: int = DEFAULT_MAX_LOG, secrets: Iterable[str] = ()):
         self.path, self.max_log = path, max_log
+        self.blanker = StreamBlanker(secrets)
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         tail = tail_size(max_log)
         self.room = max_log - 2 * tail  # what still goes straight to the file
@@ -84,6 +92,9 @@ class CappedLog:
 
     def write(self, data: bytes) -> None:
         self.written += len(data)
+        self._keep(self.blanker.feed(data))
+
+    def _keep(self, data: bytes) -> None:
         if self.room > 0:
             head = data[: self.room]
             self.room -= len(head)
@@ -94,16 +105,20 @@ class CappedLog:
             self.ring.add(data)
 
     def pin(self, evidence: Evidence | None) -> None:
-        """At the decision: the last part before it goes to the file, with its deciding line."""
+        """At the decision: the last part before it goes to the file, with its deciding line.
+        (What the blanker holds, the start of a secret maybe, stays held: written now, the
+        secret's rest, written later, would complete it in the file.)"""
         data, dropped, lines = self.ring.take()
         if dropped:
             self._marker(dropped, lines, "before the decision")
         self._out(data)
-        if self.dropped and evidence is not None and not self._holds(data, evidence):
+        line = None if evidence is None else self.blanker.blank(evidence.text.encode("utf-8", errors="replace"))
+        if self.dropped and evidence is not None and line is not None and not self._holds(data, evidence, line):
             self._out(f"\n[diagbench: the deciding line, line {evidence.line_no} of the stream]\n".encode())
-            self._out(evidence.text.encode("utf-8", errors="replace") + b"\n")
+            self._out(line + b"\n")
 
     def close(self) -> LogStats:
+        self._keep(self.blanker.flush())
         data, dropped, lines = self.ring.take()
         if dropped:
             self._marker(dropped, lines, "at the end")
@@ -130,6 +145,6 @@ class CappedLog:
             return
         self.kept += len(data)
 
-    def _holds(self, tail: bytes, evidence: Evidence) -> bool:
-        """Whether the file has the deciding line: in the head, or in the tail just written."""
-        return evidence.line_no <= self.head_lines or evidence.text.encode("utf-8", errors="replace") in tail
+    def _holds(self, tail: bytes, evidence: Evidence, line: bytes) -> bool:
+        """Whether the file has the deciding line (`line`, blanked): in the head, or in the tail just written."""
+        return evidence.line_no <= self.head_lines or line in tail

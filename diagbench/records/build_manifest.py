@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from diagbench.records.manifest import CellEntry, Manifest, PlannedEntry, RunSettings
-from diagbench.records.redact import Redactor, redact_yaml, spec_redactor
+from diagbench.records.redact import Redactor, spec_redactor
+from diagbench.records.redact_spec import redact_yaml
 from diagbench.sensitive import REDACTED
 from diagbench.spec.hypotheses import hypotheses_sha256
 from diagbench.spec.load import Spec

@@ -4,13 +4,22 @@
 A value is secret (the predicates are in `diagbench.sensitive`)
 - by name: an environment variable or a flag whose last word is a secret word (`HF_TOKEN`,
   `OPENAI_API_KEY`, `--api-key X`, `--hf-token=X`; not `MAX_TOKENS` or `--tokenizer`);
-- by shape: `hf_...`, `sk-...`, `ghp_...`, `nvapi-...`, `AKIA...`, JWTs, `Bearer ...`, the
-  password in `scheme://user:password@host`, a secret-named URL query parameter (`?token=X`);
+- by shape: `hf_...`, `sk-...`, `sk_live_...`, `ghp_...`, `nvapi-...`, `pypi-...`, `AIza...`,
+  `AKIA...`, JWTs, `Bearer ...`, the password in `scheme://user:password@host`, a token as a URL's
+  user name (a Sentry DSN), a Slack webhook's path, a secret-named URL query parameter (`?token=X`);
 - by place: a flag or an assignment inside an environment value (`EXTRA_ARGS: "--api-key X"`),
   a secret-named key of the ready request's JSON body (`{api_key: X}`);
 - by value: a value found secret by name is blanked wherever else it appears, but only when it
   is 8 characters or more: a short value is blanked in its own slot, never as a substring
-  (an `API_KEY: "e"` must not blank every letter e).
+  (an `API_KEY: "e"` must not blank every letter e); in every form it is written out in
+  (URL-quoted, JSON- or HTML-escaped, shown with escapes), so no report's escaping shows it.
+
+What is found secret by name is learned for the whole process (`learned`): the sinks
+(`records.sink`) blank every secret this diagbench has seen, whichever part saw it.
+
+Not a secret: a value that is a count (`#new-token: 5`, `Preserved token: 200005`): a number
+of up to 9 digits after a secret-looking name, in a server's words. A secret given by name
+(`--api-key 12345678`) is still known by value and blanked wherever it appears.
 """
 
 from __future__ import annotations
@@ -18,18 +27,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from diagbench import safetext
 from diagbench.records.parts import Hang
 from diagbench.records.typed import build, plain
-from diagbench.sensitive import REDACTED, SHAPE, secret_flag, secret_name, secret_template
+from diagbench.sensitive import REDACTED, SECRET_URL, SHAPE, secret_flag, secret_name
 
-if TYPE_CHECKING:  # yaml is loaded by a spec's text alone: `classify` redacts without it
-    import yaml
-
+if TYPE_CHECKING:
     from diagbench.logs.classify import Classification
     from diagbench.records.record import AttemptRecord
     from diagbench.spec.load import ServerSpec, Spec
@@ -41,7 +51,8 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
 # the scheme starts where a run of scheme characters starts, and the run's leading non-letters are
 # taken apart from its first letter: one way to match, tried once per run. (Started at any letter,
 # as `[A-Za-z][A-Za-z0-9+.-]*://` was, it rescanned a long word from each of its letters: quadratic.)
-_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@]+(@)")
+# The password stops at a quote or an angle bracket: in a document (JSON, HTML) those end the URL.
+_URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@\"<>]+(@)")
 # a query parameter (`?token=X`, `&api_key=X`): its name starts after `?` or `&` and holds neither
 _QUERY = re.compile(r"(?<=[?&])(?P<name>[\w.%-]+)=(?P<value>[^&#\s'\"<>]+)")
 _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
@@ -49,8 +60,10 @@ _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
 _FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|['\"]?,?[ \t]+)")
 _PAIR_NAME = re.compile(r"(?<![\w.-])(?P<q>['\"]?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*[=:]\s*")
 _PARTIAL_SHAPE_AT_END = re.compile(
-    r"(?<![A-Za-z0-9])(?:hf_|sk-|gh[pousr]_|github_pat_|glpat-|nvapi-|xox[abprs]-|AKIA|eyJ)[A-Za-z0-9_.-]*$"
+    r"(?<![A-Za-z0-9])(?:hf_|api_org_|sk-|[sr]k_live_|[sr]k_test_|gh[pousr]_|github_pat_|glpat-|nvapi-|xox[abprs]-"
+    r"|pypi-AgE|AIza|AKIA|eyJ)[A-Za-z0-9_.-]*$"
 )
+_COUNT = re.compile(r"[+-]?[0-9]{1,9}(?:\.[0-9]+)?")  # `#new-token: 5`: a count or an id, not a secret
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
 _BLANKED_QUERY = REDACTED + "&"  # `?token=<redacted>&n=1`: blanked by `text`, the parameters after it kept
 _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "basic", REDACTED.lower()})
@@ -60,7 +73,7 @@ _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "ba
 class Redactor:
     """Blanks secrets out of text, argv and env; knows some secret values by heart."""
 
-    known: frozenset[str] = frozenset()  # secret values, each MIN_KNOWN_CHARS or longer
+    known: frozenset[str] = field(default=frozenset())  # secret values, each MIN_KNOWN_CHARS or longer
 
     @classmethod
     def of(
@@ -72,21 +85,32 @@ class Redactor:
     ) -> Redactor:
         """Learn the secret values set by name in these environments (a variable's, or a flag's
         inside a variable's value), command lines, URLs' queries and JSON bodies, and those of
-        diagbench's own environment (inherited by servers)."""
-        envs = [*envs, os.environ]
+        diagbench's own environment (inherited by servers). What is learned is also learned for
+        the whole process (`learned`)."""
+        envs = list(envs)
         values = {v for env in envs for k, v in env.items() if v and secret_name(k)}
         values.update(found for env in envs for v in env.values() if v for found in _flag_values([v]))
         values.update(v for argv in argvs for v in _flag_values(argv))
         values.update(m["value"] for url in urls for m in _QUERY.finditer(url) if secret_name(m["name"]))
         values.update(v for body in bodies for v in _json_secrets(body, secret=False))
-        return cls(frozenset(v for v in values if len(v) >= MIN_KNOWN_CHARS and v != REDACTED))
+        found = _worth_knowing(values)
+        learn(found)
+        return cls(found | environ_secrets())
+
+    @cached_property
+    def forms(self) -> tuple[tuple[str, str], ...]:
+        """Each known value in every form it may be written out in, longest first, with what
+        replaces it (the form's own line breaks kept, so line numbers stay right)."""
+        found = {form: REDACTED + "".join(c for c in form if c in "\r\n") for v in self.known for form in _forms(v)}
+        return tuple(sorted(found.items(), key=lambda item: len(item[0]), reverse=True))
 
     def text(self, text: str) -> str:
-        """Known values and secret shapes, wherever they are in `text`."""
+        """Known values (in every form) and secret shapes, wherever they are in `text`."""
+        for form, blank in self.forms:
+            if form in text:
+                text = text.replace(form, blank)
         text = SHAPE.sub(REDACTED, text)
-        for value in sorted(self.known, key=len, reverse=True):
-            if value in text:
-                text = text.replace(value, REDACTED)
+        text = SECRET_URL.sub(REDACTED, text)
         text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
         text = _QUERY.sub(_blank_query_value, text)
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(2)}", text)
@@ -138,6 +162,61 @@ class Redactor:
     def deep(self, data: dict[str, Any]) -> dict[str, Any]:
         """Every string value inside nested JSON data, through `text` (keys are left as written)."""
         return {k: _deep(v, self.text) for k, v in data.items()}
+
+    def values(self, data: Any) -> Any:
+        """JSON data of any kind (a list of verdicts too) with every string value through `text`."""
+        return _deep(data, self.text)
+
+
+# -- what this process knows ------------------------------------------------------------
+
+_learned: frozenset[str] = frozenset()
+_learning = threading.Lock()
+_environ: tuple[tuple[tuple[str, str], ...], frozenset[str]] = ((), frozenset())
+
+
+def learn(values: Iterable[str]) -> None:
+    """Remember secret values for the rest of this process: every sink blanks them."""
+    global _learned
+    new = _worth_knowing(values) - _learned
+    if new:
+        with _learning:
+            _learned = _learned | new
+
+
+def learned() -> frozenset[str]:
+    """Every secret value this process has learned, and those of its own environment."""
+    return _learned | environ_secrets()
+
+
+def environ_secrets() -> frozenset[str]:
+    """The secret values of diagbench's own environment (inherited by every server), read again
+    only when the environment changed."""
+    global _environ
+    items = tuple(os.environ.items())
+    if items != _environ[0]:
+        env = dict(items)
+        values = {v for k, v in items if v and secret_name(k)}
+        values.update(found for v in env.values() if v for found in _flag_values([v]))
+        _environ = (items, _worth_knowing(values))
+    return _environ[1]
+
+
+def _worth_knowing(values: Iterable[str]) -> frozenset[str]:
+    """Values long enough to blank wherever they are; none that a blank itself holds."""
+    return frozenset(v for v in values if len(v) >= MIN_KNOWN_CHARS and v not in REDACTED)
+
+
+def _forms(value: str) -> set[str]:
+    """The ways a value is written out: as is, URL-quoted, JSON-, Python-, HTML- or XML-escaped,
+    made safe for Markdown, or with its control characters shown as escapes."""
+    import html  # here: html.entities and urllib cost every command's start-up, and most never learn a secret
+    from urllib.parse import quote, quote_plus
+
+    forms = {value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1], repr(value)[1:-1]}
+    forms |= {json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value), html.escape(value, quote=False)}
+    forms |= {safetext.markdown(value), safetext.markdown_code(value), safetext.terminal(value, keep="")}
+    return {f for f in forms if len(f) >= MIN_KNOWN_CHARS}
 
 
 def _deep(data: Any, scrub: Callable[[str], str]) -> Any:
@@ -197,6 +276,8 @@ def _blank_values(text: str, names: re.Pattern[str]) -> str:
         value = _VALUE.match(text, m.end())
         if value is None or not _is_value(value.group()) or value.group().startswith(_BLANKED_QUERY):
             continue
+        if names is _PAIR_NAME and _COUNT.fullmatch(value.group()):  # `#new-token: 5`, a server's count
+            continue
         quote = value.group()[0] if value.group()[0] in "'\"" else ""
         out += [text[pos : m.end()], f"{quote}{REDACTED}{quote}"]
         pos = value.end()
@@ -238,8 +319,8 @@ def server_redactor(
 
 def run_redactor(where: str | None) -> Redactor:
     """What is secret in a run, for a report that reads its logs again: its spec's secrets
-    while the spec file is there to read (the run wrote none of them down), else only what
-    diagbench's own environment holds."""
+    while the spec file is there to read, else only what diagbench's own environment holds.
+    (The run's files hold none of the values it knew: they were blanked when written.)"""
     from diagbench.errors import DiagbenchError
     from diagbench.spec.load import load_spec
 
@@ -278,97 +359,10 @@ def redact_classification(result: Classification, redactor: Redactor) -> Classif
 
 
 def redact(env: Mapping[str, str | None]) -> dict[str, str | None]:
-    """Env changes safe to write down (with what diagbench's own environment holds secret)."""
-    return Redactor.of().env(env)
+    """Env changes safe to write down (their secret values learned, with diagbench's own environment's)."""
+    return Redactor.of([env]).env(env)
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A command line safe to write down."""
     return Redactor.of(argvs=[argv]).argv(argv)
-
-
-# -- a spec's text ----------------------------------------------------------------------
-
-
-def redact_yaml(text: str, redactor: Redactor) -> str:
-    """A spec's source with its secrets blanked where the YAML puts them: values of
-    secret-named `env` entries, the values of an axis that sets a secret variable or flag,
-    secret flags' values in commands and env values, secret-named keys' values in a ready
-    request's `json`; then known values, shapes and query parameters anywhere (comments too).
-    Each blanked scalar is rewritten in place, so the rest of the text stays as written."""
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return redactor.log(text)
-    walk = _SpecWalk(text, redactor)
-    if root is not None:
-        walk.node(root, secret=False)
-    for start in sorted(walk.edits, reverse=True):
-        end, replacement = walk.edits[start]
-        text = text[:start] + replacement + text[end:]
-    return redactor.text(text)
-
-
-class _SpecWalk:
-    """Finds the scalars of a composed spec that hold secrets, as text edits."""
-
-    def __init__(self, text: str, redactor: Redactor):
-        self.text, self.redactor = text, redactor
-        self.edits: dict[int, tuple[int, str]] = {}  # start -> (end, replacement)
-
-    def node(self, node: yaml.Node, secret: bool, argv: bool = False, body: bool = False) -> None:
-        """Walk `node`; `secret`: its scalars are secrets; `argv`: they are command words (or env
-        values, which may hold some); `body`: it is a JSON body, whose secret-named keys hide values."""
-        import yaml
-
-        if isinstance(node, yaml.ScalarNode):
-            self.scalar(node, secret, argv)
-        elif isinstance(node, yaml.SequenceNode):
-            hide_next = False
-            for item in node.value:
-                self.node(item, secret or hide_next, argv, body)
-                hide_next = isinstance(item, yaml.ScalarNode) and secret_flag(item.value) and "=" not in item.value
-        elif isinstance(node, yaml.MappingNode):
-            pairs = [(str(k.value) if isinstance(k, yaml.ScalarNode) else "", v) for k, v in node.value]
-            axis_secret = _secret_axis(dict(pairs))
-            for key, value in pairs:
-                if key == "env" and isinstance(value, yaml.MappingNode):
-                    for name, entry in value.value:
-                        self.node(entry, secret or secret_name(str(name.value)), argv=True)
-                else:
-                    hide = secret or (key == "values" and axis_secret) or (body and secret_name(key))
-                    json_text = key == "json" and isinstance(value, yaml.ScalarNode)  # `json: '{"key": "X"}'`
-                    self.node(value, hide, argv or key in _WORD_KEYS or json_text, body or key == "json")
-
-    def scalar(self, node: yaml.ScalarNode, secret: bool, argv: bool) -> None:
-        value = str(node.value)
-        if node.tag.endswith((":null", ":bool")) or not value:
-            return
-        if secret and not _PLACEHOLDER.match(value):
-            new = REDACTED
-        else:  # a command word may hold `HF_TOKEN=X`; prose (a claim) is left to the shapes
-            new = self.redactor.log(value) if argv else self.redactor.command(value)
-        if new == value:
-            return
-        start, end = node.start_mark.index, node.end_mark.index
-        span = self.text[start:end]
-        trailing = span[len(span.rstrip()) :]  # a block scalar's span ends with its line breaks
-        self.edits[start] = (end, json.dumps(new) + trailing)  # JSON strings are YAML double-quoted scalars
-
-
-_WORD_KEYS = ("command", "args", "values")  # scalars that may hold `--f X` or `NAME=X`
-
-
-def _secret_axis(keys: Mapping[str, yaml.Node]) -> bool:
-    """A matrix axis (`{env: HF_TOKEN, values: ...}`, `{args: [--api-key, "{value}"], ...}`)
-    whose values are secrets."""
-    import yaml
-
-    env, args = keys.get("env"), keys.get("args")
-    if isinstance(env, yaml.ScalarNode) and secret_name(str(env.value)):
-        return True
-    if isinstance(args, yaml.SequenceNode):
-        return secret_template([str(n.value) for n in args.value if isinstance(n, yaml.ScalarNode)])
-    return isinstance(args, yaml.ScalarNode) and secret_template(str(args.value).split())

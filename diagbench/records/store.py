@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.errors import RecordError, RunDirError, UserError, WriteError
+from diagbench.records import sink
 from diagbench.records.files import read_regular
 from diagbench.records.manifest import Manifest, NewerManifest
 from diagbench.records.record import AttemptRecord
@@ -38,9 +39,10 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 def write_json(path: Path, data: Any) -> None:
     """Write atomically: a reader sees the old file or the whole new one, never half.
-    Created like server.log (0644 less the umask): records and logs read alike."""
+    Created like server.log (0644 less the umask): records and logs read alike. Every string
+    in `data` passes the sinks' redaction (`records.sink`): no record holds a secret."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+    text = json.dumps(sink.record(data), indent=2, sort_keys=False) + "\n"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:

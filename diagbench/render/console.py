@@ -1,6 +1,8 @@
 """The two consoles every command writes to: results on stdout, messages on stderr.
 
-Both write through a `SafeStream`: a terminal that goes away (`| head -1` closing the pipe,
+Both write through a `SafeStream`, the terminal's sink: what it writes is blanked there
+(`records.sink.document`: every secret this process knows, and the shapes), whichever
+renderer made it. A terminal that goes away (`| head -1` closing the pipe,
 an SSH connection dropping a pty) ends what diagbench shows, never what it does. The run
 goes on to write its records, verdicts and report.html, and exits with its own code.
 """
@@ -54,9 +56,11 @@ class SafeStream:
         return real
 
     def write(self, text: str) -> int:
+        from diagbench.records import sink  # here: a command that prints nothing never loads it
+
         if not self.lost:
             try:
-                self._target().write(text)
+                self._target().write(sink.document(text))
             except _GONE as exc:
                 mark_cut(self.name, exc)
                 self._lost()

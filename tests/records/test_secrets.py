@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from conftest import run_cli, wait_gone
-from diagbench.records.redact import Redactor, redact_yaml
+from diagbench.records.redact import Redactor
+from diagbench.records.redact_spec import redact_yaml
 from diagbench.sensitive import REDACTED, looks_secret, secret_name
 from diagbench.vocab import Evidence, Outcome
 
@@ -37,7 +38,7 @@ time.sleep(60)
 SECRETS = {
     "api_key_flag": "sk-abcdefghijklmnop1234",  # --api-key X (and a value shape)
     "token_eq_flag": "tok-eq-0123456789",  # --token=X (by flag name alone)
-    "hf_env": "hf_ABCDEFGHIJKLMNOPQRSTUV",  # HF_TOKEN (name and shape)
+    "hf_env": "hf_ABCDEFGHIJKLMNOPQRSTUVwxyz01234567",  # HF_TOKEN (name and shape)
     "service_env": "srv-secret-value-42",  # MY_SERVICE_TOKEN (by name alone)
     "axis_one": "axis-secret-one-111",  # a matrix env axis on a secret name
     "axis_two": "axis-secret-two-222",
@@ -140,13 +141,13 @@ def test_the_manifest_keeps_what_is_not_secret(quiet: tuple[dict[str, str], Path
     assert redacted["matrix"]["pw"]["args"] == ["--password", "{value}"]  # the template is not a secret
 
 
-def test_a_server_that_prints_its_secrets_is_blanked_everywhere_but_its_own_log(tmp_path: Path) -> None:
+def test_a_server_that_prints_its_secrets_is_blanked_everywhere_its_own_log_too(tmp_path: Path) -> None:
     seen, run = run_and_gather(tmp_path, echo=True)
     logs = {where for where in seen if where.endswith("server.log")}
     assert len(logs) == 2
-    for where in logs:  # server.log is the server's own bytes, kept raw
-        assert "api_key='srv-secret-value-42'" in seen[where]
-    assert {where: leaks(text) for where, text in seen.items() if where not in logs and leaks(text)} == {}
+    for where in logs:  # the values the run knew are blanked as server.log is written; the rest as it was
+        assert f"api_key='{REDACTED}'" in seen[where] and "loading weights\n" in seen[where]
+    assert {where: leaks(text) for where, text in seen.items() if leaks(text)} == {}
     record = json.loads(next(run.glob("cells/*/result.json")).read_text())
     assert record["evidence"]["text"].startswith("READY argv=[")  # the deciding line is kept, blanked
     assert "abcdefghijklmnopqrstuv" not in seen["junit.xml"]  # a Bearer token in the log tail
@@ -166,7 +167,7 @@ def test_plan_shows_secret_variables_blanked(tmp_path: Path) -> None:
     [
         '{env: HF_TOKEN, values: ["a-token-value", "another-value"]}',
         '{args: [--api-key, "{value}"], values: [k1, k2]}',
-        '{env: MODEL, values: ["hf_abcdefghijklmnopqrst"]}',
+        '{env: MODEL, values: ["hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"]}',
     ],
 )
 def test_a_secret_cannot_be_a_label(tmp_path: Path, axis: str) -> None:
@@ -226,7 +227,12 @@ def test_a_short_secret_is_never_blanked_as_a_substring() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        "hf_abcdefghijklmnopqrstu",
+        "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+        "api_org_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+        "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
+        "rk_test_4eC39HqLyjWDarjtT1zdp7dc",
+        "pypi-AgEIcHlwaS5vcmcCJGI4YmNhMTM2LTRkOTMtNDc4ZC05ZjQ1LWFhYTNlN2Q1OTQ4ZQ",
+        "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe",
         "sk-proj-abcdefghijkl",
         "ghp_abcdefghijklmnopqrst",
         "nvapi-abcdefghijklmnop",
@@ -238,7 +244,30 @@ def test_value_shapes(value: str) -> None:
     assert Redactor().env({"INNOCENT": f"x {value} y"}) == {"INNOCENT": f"x {REDACTED} y"}
 
 
-@pytest.mark.parametrize("value", ["task-abcdefghijkl", "/models/hf_cache", "Qwen/risk-assessment-model", "sk-short"])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [  # the vendors' documented forms: Slack's incoming webhooks, Sentry's DSN (public key, and the old secret key)
+        ("https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX", "https://hooks.slack.com/"),
+        ("https://hooks.slack.com/workflows/T0000/A0000/123456/abcdefghij", "https://hooks.slack.com/"),
+        ("https://0123456789abcdef0123456789abcdef@o12345.ingest.sentry.io/678", "https://"),
+        ("https://0123456789abcdef0123456789abcdef:fedcba9876543210fedcba9876543210@sentry.example.com/9", "https://"),
+    ],
+)
+def test_urls_that_are_secrets(url: str, shown: str) -> None:
+    assert looks_secret(url)
+    blanked = Redactor().text(f"posting to {url} now")
+    assert blanked.startswith(f"posting to {shown}{REDACTED}") and blanked.endswith(" now")
+    assert not any(part in blanked for part in ("XXXXXXXX", "abcdefghij", "0123456789abcdef", "fedcba98"))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        *("task-abcdefghijkl", "/models/hf_cache", "Qwen/risk-assessment-model", "sk-short", "hf_overrides=None"),
+        *("hf_abcdefghijklmnop", "sk_live_short", "pypi-simple-index-mirror-host", "AIza-short", "git@github.com"),
+        *("https://hooks.slack.com/", "https://me@example.com/x", "ssh://git@github.com/o/r"),
+    ],
+)
 def test_values_that_only_resemble_a_shape(value: str) -> None:
     assert not looks_secret(value)
 

@@ -1,0 +1,113 @@
+"""The one way out: everything diagbench writes or prints is blanked here, when written.
+
+Four kinds of sink, one redaction (`records.redact`, with every secret this process has
+learned and those of its own environment):
+
+- a document: what the terminal shows (`render.console`, `cli.app.write_out`), a report file
+  (table, Markdown, JSON, JUnit, HTML, the issue text), a stacks file, a traceback: `document`,
+  `write_document`;
+- a record: JSON data (`result.json`, the manifest, verdicts, isolation, triage): `record`,
+  applied by `records.store.write_json` to every string value;
+- the server's log, as it streams: `StreamBlanker`, used by `launch.logfile`: the values the run
+  knows are blanked in the bytes before they reach `server.log`, a value split across two reads
+  too. Shapes (`hf_...`) and names (`api_key=X`) are not matched there: they need a regular
+  expression over every byte (about 60 MB/s, a flooding server writes faster), and any reader
+  finds them again without the spec; a value the run knows cannot be found again without it.
+
+So a run read later without its spec (moved, edited, never given: `triage CMD`) shows no secret
+the run knew: the files hold none. `tests/test_boundaries.py` holds the door: only the modules
+it lists write files or standard output, and each goes through here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from diagbench.records.redact import Redactor, learned
+
+__all__ = ["StreamBlanker", "document", "record", "secrets", "write_document"]
+
+_current = Redactor()
+
+
+def secrets() -> Redactor:
+    """The redaction every sink applies: the rules, with every secret value this process knows."""
+    global _current
+    known = learned()
+    if known != _current.known:
+        _current = Redactor(known)
+    return _current
+
+
+def document(text: str) -> str:
+    """A document as it may be shown or written: known values (in every written form), token
+    shapes, `Bearer X`, URL passwords and secret query parameters blanked."""
+    return secrets().text(text)
+
+
+def record(data: Any) -> Any:
+    """JSON data as it may be written: every string value through `document` (keys as written)."""
+    return secrets().values(data)
+
+
+def write_document(path: Path, text: str, append: bool = False, follow: bool = False) -> None:
+    """Write (or append to) a document file, blanked; never through a link at `path` unless
+    `follow` (a path the user named). OSError as the OS says it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
+    flags |= 0 if follow else os.O_NOFOLLOW
+    fd = os.open(path, flags, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(document(text))
+
+
+class StreamBlanker:
+    """Known secret values blanked out of a byte stream as it passes: a value split across two
+    chunks too (the end of a chunk that could begin one is held until the next chunk or `flush`).
+    Memory: at most the longest form held back. Each blank keeps the line breaks the value held,
+    so line numbers in the file stay those the scanner counted."""
+
+    def __init__(self, values: Iterable[str]):
+        forms = Redactor(frozenset(values)).forms
+        self.forms = [(f.encode("utf-8", "surrogateescape"), b.encode()) for f, b in forms]
+        self.held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """What of `data` (and what was held) may be written now."""
+        if not self.forms:
+            return data
+        if self.held:
+            data, self.held = self.held + data, b""
+        for form, blank in self.forms:
+            if form in data:
+                data = data.replace(form, blank)
+        keep = self._could_begin(data)
+        if keep:
+            data, self.held = data[:-keep], data[-keep:]
+        return data
+
+    def flush(self) -> bytes:
+        """What is held (the stream ended: it begins no secret now)."""
+        held, self.held = self.held, b""
+        return held
+
+    def blank(self, data: bytes) -> bytes:
+        """A whole piece of text (a copy of the deciding line) blanked, nothing held."""
+        for form, blank in self.forms:
+            data = data.replace(form, blank)
+        return data
+
+    def _could_begin(self, data: bytes) -> int:
+        """The length of the longest end of `data` that begins some form (0 if none)."""
+        best = 0
+        for form, _ in self.forms:
+            tail = data[-(len(form) - 1) :] if len(form) > 1 else b""
+            start = tail.find(form[:1])
+            while start != -1 and len(tail) - start > best:
+                if form.startswith(tail[start:]):
+                    best = len(tail) - start
+                    break
+                start = tail.find(form[:1], start + 1)
+        return best
