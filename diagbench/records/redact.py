@@ -91,6 +91,7 @@ class Redactor:
         values = {v for env in envs for k, v in env.items() if v and secret_name(k)}
         values.update(found for env in envs for v in env.values() if v for found in _flag_values([v]))
         values.update(v for argv in argvs for v in _flag_values(argv))
+        values.update(_url_passwords([*(v for env in envs for v in env.values() if v), *(w for a in argvs for w in a)]))
         values.update(m["value"] for url in urls for m in _QUERY.finditer(url) if secret_name(m["name"]))
         values.update(v for body in bodies for v in _json_secrets(body, secret=False))
         found = _worth_knowing(values)
@@ -198,8 +199,16 @@ def environ_secrets() -> frozenset[str]:
         env = dict(items)
         values = {v for k, v in items if v and secret_name(k)}
         values.update(found for v in env.values() if v for found in _flag_values([v]))
+        values.update(_url_passwords(v for v in env.values() if v))
         _environ = (items, _worth_knowing(values))
     return _environ[1]
+
+
+def _url_passwords(words: Iterable[str]) -> Iterable[str]:
+    """The passwords of `scheme://user:password@host` URLs in these words (a variable's value, an argument)."""
+    for word in words:
+        for m in _URL_PASSWORD.finditer(word):
+            yield word[m.end(1) : m.start(2)]
 
 
 def _worth_knowing(values: Iterable[str]) -> frozenset[str]:
@@ -297,7 +306,8 @@ def _flag_values(argv: Sequence[str]) -> Iterable[str]:
         for names in (_FLAG_NAME, _PAIR_NAME):
             for m in names.finditer(token):
                 found = _VALUE.match(token, m.end())
-                if secret_name(m.group("name")) and found and _is_value(found.group()):
+                in_url = token.endswith("://", 0, m.start())  # `https://x-access-token:T@host`: T is the URL's password
+                if secret_name(m.group("name")) and found and _is_value(found.group()) and not in_url:
                     yield found.group().strip("'\"")
 
 
