@@ -19,6 +19,7 @@ from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import Slot, SlotPlan, plain_slots
 from diagbench.launch.gpu import GpuOffer
 from diagbench.logs.classify import classify_file
+from diagbench.records import sink
 from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.store import RunDir
@@ -47,7 +48,7 @@ class FakeExecutor:
         started = time.monotonic()
         events.on_start(item, slot)
         log = folder / "server.log"
-        log.write_text(self.logs(item), encoding="utf-8")
+        sink.write_document(log, self.logs(item))  # a server.log: a sink as a real one is
         if cancel.event.wait(self.seconds):
             return self._record(item, log, started, Outcome.CANCELLED, f"stopped: {cancel.reason}")
         found = classify_file(log, self.server.signatures)

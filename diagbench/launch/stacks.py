@@ -24,7 +24,9 @@ from pathlib import Path
 
 import psutil
 
+from diagbench import safetext
 from diagbench.launch import gpu
+from diagbench.records import sink
 from diagbench.records.redact import Redactor
 
 PYSPY_TIMEOUT_S = 10.0  # a dump of a big process takes about a second; a stuck py-spy is cut
@@ -66,8 +68,8 @@ def take_stacks(
     with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
         found = list(pool.map(lambda p: _one(p, redactor, faulthandler_dir, usage), ordered))
     taken = [stacks for stacks in found if stacks is not None]
-    for stacks in taken:
-        (folder / f"{stacks.pid}.txt").write_text(stacks.text, encoding="utf-8")
+    for stacks in taken:  # a sink: blanked, and a renamed process's control characters shown as escapes
+        sink.write_document(folder / f"{stacks.pid}.txt", safetext.terminal(stacks.text))
     return taken
 
 

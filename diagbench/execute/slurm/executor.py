@@ -21,6 +21,7 @@ from diagbench.execute.slurm.board import JobBoard
 from diagbench.execute.slurm.commands import SlurmRejected
 from diagbench.execute.slurm.jobs import OUTPUT_FILE, SCRIPT_FILE, SlurmSettings, job_name, job_script
 from diagbench.execute.slurm.queue import SlurmQueue
+from diagbench.records import sink
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
@@ -108,7 +109,7 @@ class SlurmExecutor:
         job.write(folder)
         script = job_script(self.settings, self.run_dir.path.resolve(), item.name)
         # beside the record, what the job ran; the setup lines' secrets blanked (Slurm got the real ones)
-        (folder / SCRIPT_FILE).write_text(Redactor.of().log(script), encoding="utf-8")
+        sink.write_document(folder / SCRIPT_FILE, Redactor.of().log(script))
         options = [
             f"--job-name={job_name(item.name)}",
             f"--output={folder.resolve() / OUTPUT_FILE}",
