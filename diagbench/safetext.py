@@ -10,7 +10,10 @@ from what it holds. So:
 - terminal, Markdown, GitHub annotations, stored reasons: each such character is *shown* as
   an escape (`\\x1b`, `\\u202e`), never obeyed; line breaks only where the place allows them;
 - Markdown also escapes what would become markup there: `<`, `>`, `&` (no raw HTML), `|`
-  (a table's cell), backticks, and the emphasis and link characters;
+  (a table's cell), backticks, and the emphasis and link characters; and it pings no one: an
+  `@name`, `#123` or `GH-123` gets a zero-width space (`&#8203;`, as Renovate's and Dependabot's
+  pull requests do), so pasted into an issue it neither notifies a person nor links an issue;
+  a code block's fence is longer than any run of backticks inside it (`fence`);
 - XML (JUnit): shown as escapes too (XML 1.0 cannot carry most of them; a CI reader shows
   the text), and the XML writer escapes `<`, `>`, `&` and quotes;
 - HTML: removed (a page cannot show them as what they are), then `<`, `>`, `&` (and quotes,
@@ -27,6 +30,11 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069
 # a backslash that would escape the punctuation after it, code and emphasis marks, a table's
 # pipe, and the `](` that makes a link or an image
 _MARKDOWN = re.compile(r"(\\(?=[!-/:-@\[-`{-~])|[`*|]|(?<=\])\()")
+# what GitHub turns into a notification or a cross-reference: @user, @org/team, #123, GH-123, owner/repo#123
+_PINGS = re.compile(r"@(?=[\w-])|#(?=\d)|(?<!\w)GH-(?=\d)")
+_BACKTICKS = re.compile(r"`+")
+# a line that would open a block of its own (a heading, a quote, a list, a rule, a table's row)
+_BLOCK_START = re.compile(r"^\s*(?:(?P<mark>[#+=~-])|\d+(?P<number>[.)]))")
 
 
 def terminal(text: str, keep: str = "\t\n") -> str:
@@ -45,7 +53,28 @@ def markdown(text: str) -> str:
 
     shown = terminal(text.replace("\r\n", "\n").replace("\n", " "), keep="")
     shown = _html.escape(shown, quote=False)  # `<script>` is text, not HTML GitHub would render
-    return _MARKDOWN.sub(r"\\\1", shown)
+    return _PINGS.sub(lambda m: m.group() + "&#8203;", _MARKDOWN.sub(r"\\\1", shown))
+
+
+def markdown_line(text: str) -> str:
+    """`markdown`, for text that begins a line: a heading's `#`, a quote's `>`, a list's `-` or
+    `1.` it begins with is escaped, so the line stays a paragraph."""
+    shown = markdown(text).lstrip()
+    found = _BLOCK_START.match(shown)
+    if found is None:
+        return shown
+    at = found.start("mark") if found.group("mark") else found.start("number")  # `\#`, `1\.`
+    return shown[:at] + "\\" + shown[at:]
+
+
+def fence(lines: list[str], info: str = "") -> list[str]:
+    """A Markdown code block holding `lines` as written: its fence is longer than any run of
+    backticks in them (a fence closes only on one at least as long), and each line's control
+    characters are shown as escapes (a line break inside one cannot start a line)."""
+    shown = [terminal(line, keep="\t") for line in lines]
+    longest = max((len(run) for line in shown for run in _BACKTICKS.findall(line)), default=0)
+    mark = "`" * max(3, longest + 1)
+    return [mark + info, *shown, mark]
 
 
 def markdown_code(text: str) -> str:

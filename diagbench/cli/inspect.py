@@ -103,10 +103,9 @@ def report(
 
     found = guarded(lambda: read_report(ReportRequest(run_dir, format, strict, for_server)))
     show(render_report(found, out.width))
-    if found.judged_by_expectations:  # the run's own report: its expectations decide
-        if format is ReportFormat.TABLE:
-            annotate(found.view)
-        say_problems(found.view, expects=True)
+    if found.judged_by_expectations and format is ReportFormat.TABLE:  # the run's own report
+        annotate(found.view)
+    say_problems(found.view, expects=found.judged_by_expectations)  # an unreadable part, in every format alike
     raise typer.Exit(found.exit_code)
 
 

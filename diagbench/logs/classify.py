@@ -235,16 +235,21 @@ def context(source: Path | RawFile, line_no: int, around: int = 3) -> list[tuple
         with open_log(source) as handle:
             return context(handle, line_no, around)
     out: list[tuple[int, str]] = []
-    seen = 0
+    seen = 0  # lines begun so far
+    midline = False  # the last block ended inside a line longer than a block (begun, counted)
     for buf, end in read_blocks(source):
-        count = count_endings(buf, 0, end)
-        if seen + count + 1 >= line_no - around:  # the wanted lines start in this block
-            for raw in split_lines(bytes(buf[:end])):
+        ends_midline = end > 0 and buf[end - 1] not in b"\r\n"
+        begun = count_endings(buf, 0, end) + ends_midline - midline
+        if seen + begun >= line_no - around:  # the wanted lines start in this block
+            for index, raw in enumerate(split_lines(bytes(buf[:end]))):
+                if index == 0 and midline:
+                    continue  # the rest of a line counted already (and shown from its start)
                 seen += 1
                 if line_no - around <= seen <= line_no + around:
                     out.append((seen, raw.decode("utf-8", errors="replace")[:300]))
         else:
-            seen += count
+            seen += begun
+        midline = ends_midline
         if seen >= line_no + around:
             break
     return out

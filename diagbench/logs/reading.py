@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +29,15 @@ from diagbench.vocab import Evidence
 
 TAIL = 1 << 18  # the root cause is read in the last 256 KB before the decision (or the log's end): thousands of lines
 BLOCK = 1 << 20
+# a window that begins inside a chain of exceptions ("The above exception was the direct cause ...")
+# is read further back, up to this far, so the chain's root is named, not the first link read
+CHAIN_BYTES = 1 << 24
+LOOK_BEFORE = 512  # bytes before a window looked at for the chain's words (the window cuts a line)
+_CHAIN_WORDS = re.compile(
+    rb"The above exception was the direct cause of the following exception"
+    rb"|During handling of the above exception, another exception occurred"
+)
+_HEADER = b"Traceback (most recent call last)"
 CAUSE_BELOW = 50  # a wrapper printed before its traceback (`logger.exception`): lines after it
 SERVING = "serving"
 LAST_LINES = 5  # a log whose last lines log an error (`ERROR ...`, `[Error]`) or show the shell's prompt failed
@@ -57,11 +67,18 @@ def causes_of(path: Path, upto: int | None = None, lines: int | None = None, siz
     bytes hold `lines` lines), so the part wanted is found by a seek, not a second read."""
     with open(path, "rb") as handle:
         end = os.fstat(handle.fileno()).st_size if size is None else size
-        start = max(0, end - TAIL)
-        handle.seek(start)
-        data = handle.read(end - start)
-        if start:
-            data = data[data.find(b"\n") + 1 :]  # from a whole line
+        back = TAIL
+        while True:
+            start = max(0, end - back)
+            handle.seek(max(0, start - LOOK_BEFORE))
+            data = handle.read(end - start + min(start, LOOK_BEFORE))
+            opens_in_chain = _opens_in_chain(data, min(start, LOOK_BEFORE))  # the lines the window cuts, too
+            data = data[min(start, LOOK_BEFORE) :]
+            if start:
+                data = data[data.find(b"\n") + 1 :]  # from a whole line
+            if not start or back >= CHAIN_BYTES or not opens_in_chain:
+                break
+            back *= 4  # the window began inside an exception chain: its root is further up
         first = 1 if not start else (lines or 0) - count_endings(data, 0, len(data)) + 1
         if start and (lines is None or (upto is not None and upto < first)):
             data, first = _window(handle, upto)  # the wanted lines are earlier: count from the start
@@ -69,6 +86,13 @@ def causes_of(path: Path, upto: int | None = None, lines: int | None = None, siz
     if upto is not None:
         texts = texts[: max(0, upto - first + 1)]
     return read(texts, first, to_end=upto is None)
+
+
+def _opens_in_chain(data: bytes, at: int) -> bool:
+    """Whether the window `data[at:]` begins inside a chain: a chain's words come before the
+    window's first traceback header (in the window, or in the lines it cuts, before `at`)."""
+    header = data.find(_HEADER, at)
+    return _CHAIN_WORDS.search(data, 0, header if header >= 0 else len(data)) is not None
 
 
 def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:

@@ -259,7 +259,7 @@ class Manifest:
             options=parts.settings(),
             provenance=parts.mapping("provenance") if "provenance" in data else None,
             isolation_factors=tuple(f for f in factors if isinstance(f, dict)) if isinstance(factors, list) else None,
-            environment=parts.mapping("environment") if "environment" in data else None,
+            environment=parts.environment() if "environment" in data else None,
             manifest_version=version,
             problems=tuple(parts.problems),
         )
@@ -292,6 +292,16 @@ class _Parts:
         self.problems.append(Problem(key, f"field '{key}': expected a mapping"))
         return {}
 
+    def environment(self) -> dict[str, Any] | None:
+        """The server's environment, where every part the reports read has its shape (one
+        hand-edited part makes it a problem, named, not a traceback in one report of three)."""
+        value = self.mapping("environment")
+        why = _environment_problem(value)
+        if why is None:
+            return value
+        self.problems.append(Problem("environment", f"field 'environment': {why}"))
+        return None
+
     def settings(self) -> RunSettings | None:
         if "options" not in self.data:
             return None
@@ -300,6 +310,30 @@ class _Parts:
         except (TypeError, ValueError) as exc:
             self.problems.append(Problem("options", f"options.{exc}"))
             return RunSettings()
+
+
+def _environment_problem(env: Mapping[str, Any]) -> str | None:
+    """What is malformed in a manifest's `environment` (None: nothing): each part a report reads."""
+    python, gpus, variables = env.get("python"), env.get("gpus"), env.get("variables")
+    if python is not None and not isinstance(python, dict):
+        return "python: expected a mapping"
+    if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus)):
+        return "gpus: expected a list of mappings"
+    if variables is not None and not isinstance(variables, dict):
+        return "variables: expected a mapping"
+    if not python:
+        return None
+    if python.get("torch") is not None and not isinstance(python["torch"], dict):
+        return "python.torch: expected a mapping"
+    dists = python.get("distributions") or []
+    if not isinstance(dists, list):
+        return "python.distributions: expected a list"
+    for index, dist in enumerate(dists):
+        if not isinstance(dist, dict) or not isinstance(dist.get("name"), str) or "version" not in dist:
+            return f"python.distributions[{index}]: expected {{name, version, origin}}"
+        if dist.get("origin") is not None and not isinstance(dist["origin"], dict):
+            return f"python.distributions[{index}].origin: expected a mapping"
+    return None
 
 
 def _number(data: Mapping[str, Any], key: str) -> int | None:

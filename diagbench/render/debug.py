@@ -119,7 +119,7 @@ def debug_issue_section(found: Debug) -> list[str]:
     elif found.reason:
         out.append(f"- {md(found.reason)}")
     if found.debug_command:
-        out += ["", "```sh", safetext.terminal(found.debug_command, keep=""), "```"]
+        out += ["", *safetext.fence([found.debug_command], "sh")]  # no backtick run in it closes the block
     return [*out, ""]
 
 

@@ -15,10 +15,11 @@ def environment_lines(environment: Mapping[str, Any] | None, packages: bool = Tr
     if not python:
         lines.append("server interpreter: not Python, or not found from its command (no distributions recorded)")
     elif python.get("error"):
-        lines.append(f"server interpreter: {python['interpreter']}: could not be asked ({python['error']})")
+        lines.append(f"server interpreter: {python.get('interpreter')}: could not be asked ({python['error']})")
     else:
         dists = python.get("distributions") or []
-        lines.append(f"server interpreter: {python['interpreter']} (Python {python.get('python')}, {len(dists)} dists)")
+        where = f"{python.get('interpreter')} (Python {python.get('python')}, {len(dists)} dists)"
+        lines.append(f"server interpreter: {where}")
         if torch := python.get("torch"):
             lines.append("torch: " + torch_words(torch))
     drivers = sorted({str(g.get("driver")) for g in environment.get("gpus") or [] if g.get("driver")})

@@ -11,7 +11,7 @@ from pathlib import Path
 from diagbench.debug.record import Debug, read_debug
 from diagbench.errors import UserError
 from diagbench.isolate.record import Isolation, read_isolation
-from diagbench.judge.view import RunView, exit_code, view_of
+from diagbench.judge.view import RunView, exit_code, problems, view_of
 from diagbench.limit.record import Limit, read_limit
 from diagbench.records.store import load_run
 from diagbench.triage.issue import IssueFacts, issue_facts
@@ -65,8 +65,11 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """An issue exits 0; a report a triage or an isolation leads exits as they did; a run
+        """2 where a record or a part of the manifest is unreadable, in every format alike; else
+        an issue exits 0; a report a triage or an isolation leads exits as they did; a run
         exits as its expectations (and, with --strict, its hypotheses) say."""
+        if problems(self.view):
+            return int(ExitCode.USAGE)
         if self.leader is not None:
             return self.leader.status.exit_code
         if self.request.format is ReportFormat.ISSUE:
