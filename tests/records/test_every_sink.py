@@ -82,7 +82,8 @@ class Seen:
     """Everything written or printed, by where."""
 
     def __init__(self, tmp: Path):
-        self.tmp, self.out = tmp, {}
+        self.tmp = tmp
+        self.out: dict[str, str] = {}
 
     def cli(self, name: str, *args: str, ok: tuple[int, ...] = (0,), timeout: float = 120) -> str:
         env = {"GITHUB_STEP_SUMMARY": str(self.tmp / "summary.md")}
