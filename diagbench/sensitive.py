@@ -9,7 +9,7 @@ A name is secret when its last word is a secret word: `HF_TOKEN`, `OPENAI_API_KE
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 REDACTED = "<redacted>"
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -30,10 +30,12 @@ _SECRET_WORDS = frozenset({"auth", "authorization", "pat", "cookie"})
 # secret only as the last of two or more words, and only whole: `MYSQL_PWD`, `DB_PASS`, `--db-pass`;
 # not the shell's `PWD` or `OLDPWD`, nor `BYPASS` or `COMPASS`
 _SECRET_LAST_WORDS = frozenset({"pass", "pwd"})
+_AFTER_CONTROL = re.compile(r"\[[0-9;]{0,12}[A-Za-z]\Z")
 # Each vendor's documented token format; a shape ends where its token's characters end, so a
-# parameter named like a prefix (`hf_overrides=None`) is not a token
+# parameter named like a prefix (`hf_overrides=None`) is not a token. Where one may begin is
+# `token_start`'s to say (a lookbehind for it here would cost every search its speed).
 SHAPE = re.compile(
-    r"(?<![A-Za-z0-9])(?:"
+    r"(?:"
     # Hugging Face: `hf_` + 34 letters and digits (https://huggingface.co/docs/hub/security-tokens;
     # the length as GitHub's secret scanning partner pattern has it); `api_org_` the organisation tokens'
     r"(?:hf_|api_org_)[A-Za-z0-9]{34,}"
@@ -90,7 +92,25 @@ def secret_template(tokens: Sequence[str], slot: str = "{value}") -> bool:
 
 def looks_secret(value: str) -> bool:
     """A value shaped like a token (`hf_...`, `sk-...`, a JWT, a Slack webhook), whatever its name."""
-    return bool(SHAPE.search(value) or SECRET_URL.search(value))
+    return next(tokens(SHAPE, value), None) is not None or bool(SECRET_URL.search(value))
+
+
+def tokens(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """Each match of `pattern` in `text` that begins a token (see `token_start`)."""
+    pos = 0
+    while (found := pattern.search(text, pos)) is not None:
+        if token_start(text, found.start()):
+            yield found
+            pos = max(found.end(), found.start() + 1)
+        else:
+            pos = found.start() + 1
+
+
+def token_start(text: str, at: int) -> bool:
+    """Whether a token may begin at `at`: not inside a word, but right after a terminal control
+    sequence (a colour `\\x1b[31m`, `\\x1b[1;38;5;9m`, a clear `\\x1b[2J`; raw or shown as an
+    escape), as coloured logs print one."""
+    return at == 0 or not text[at - 1].isalnum() or _AFTER_CONTROL.search(text, max(0, at - 16), at) is not None
 
 
 def holds_secret(value: str) -> bool:

@@ -99,7 +99,10 @@ class _UsageMessage(UsageError):  # type: ignore[misc, valid-type]
     """Shown as one line on stderr, `diagbench: ...`, exit 2 (as every usage mistake)."""
 
     def show(self, file: Any = None) -> None:
-        typer.echo(f"diagbench: {self.message}", err=True)
+        from diagbench.records import sink
+        from diagbench.render.text import visible
+
+        typer.echo(sink.document(f"diagbench: {visible(self.message)}"), err=True)  # it may quote a value given
 
 
 def usage_message(exc: Any) -> str:

@@ -44,11 +44,11 @@ class LogReader:
                 self._provisional()
                 return
             self.bytes += len(data)
+            if self.watch.decision is None:  # scanned first: what the file costs (blanking) never delays a decision
+                self._lines(self.splitter.feed(data))
             self.log.write(data)
             if self.log.error is not None:  # the disk, not the server: stop this attempt (and the run)
                 self.watch.stop(Outcome.CANCELLED, f"stopped: {self.log.error}", time.monotonic())
-            if self.watch.decision is None:
-                self._lines(self.splitter.feed(data))
         self._provisional()
 
     def _provisional(self) -> None:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from diagbench import safetext
 from diagbench.records.parts import Hang
 from diagbench.records.typed import build, plain
-from diagbench.sensitive import REDACTED, SECRET_URL, SHAPE, secret_flag, secret_name
+from diagbench.sensitive import REDACTED, SECRET_URL, SHAPE, secret_flag, secret_name, tokens
 
 if TYPE_CHECKING:
     from diagbench.logs.classify import Classification
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
 MIN_CUT_CHARS = 4  # the least of a secret, left at a cut end of a clipped text, that is blanked
 
-_BEARER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/-]{8,}=*")
+_BEARER = re.compile(r"(?i:(bearer|basic))(\s+)[A-Za-z0-9._~+/-]{8,}=*")
 # the scheme starts where a run of scheme characters starts, and the run's leading non-letters are
 # taken apart from its first letter: one way to match, tried once per run. (Started at any letter,
 # as `[A-Za-z][A-Za-z0-9+.-]*://` was, it rescanned a long word from each of its letters: quadratic.)
@@ -60,9 +60,10 @@ _VALUE = re.compile(r"'[^']*'|\"[^\"]*\"|[^\s'\",;)}\]]+")
 _FLAG_NAME = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][\w-]*)(?:=|['\"]?,?[ \t]+)")
 _PAIR_NAME = re.compile(r"(?<![\w.-])(?P<q>['\"]?)(?P<name>[A-Za-z_][\w.-]*)(?P=q)\s*[=:]\s*")
 _PARTIAL_SHAPE_AT_END = re.compile(
-    r"(?<![A-Za-z0-9])(?:hf_|api_org_|sk-|[sr]k_live_|[sr]k_test_|gh[pousr]_|github_pat_|glpat-|nvapi-|xox[abprs]-"
+    r"(?:hf_|api_org_|sk-|[sr]k_live_|[sr]k_test_|gh[pousr]_|github_pat_|glpat-|nvapi-|xox[abprs]-"
     r"|pypi-AgE|AIza|AKIA|eyJ)[A-Za-z0-9_.-]*$"
 )
+_LOWER_ESCAPES = re.compile(r"%[0-9A-F]{2}")  # `%2F` as some clients write it: `%2f`
 _COUNT = re.compile(r"[+-]?[0-9]{1,9}(?:\.[0-9]+)?")  # `#new-token: 5`: a count or an id, not a secret
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
 _BLANKED_QUERY = REDACTED + "&"  # `?token=<redacted>&n=1`: blanked by `text`, the parameters after it kept
@@ -110,9 +111,9 @@ class Redactor:
         for form, blank in self.forms:
             if form in text:
                 text = text.replace(form, blank)
-        text = SHAPE.sub(REDACTED, text)
+        text = _sub_tokens(SHAPE, text, lambda _: REDACTED)
         text = SECRET_URL.sub(REDACTED, text)
-        text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+        text = _sub_tokens(_BEARER, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}")
         text = _QUERY.sub(_blank_query_value, text)
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(2)}", text)
 
@@ -127,7 +128,7 @@ class Redactor:
     def cut(self, text: str) -> str:
         """A server's words cut from longer ones (a clipped line, a log's tail): also the part of
         a known secret or of a token shape left at either cut end."""
-        text = _PARTIAL_SHAPE_AT_END.sub(REDACTED, self.log(text))
+        text = _sub_tokens(_PARTIAL_SHAPE_AT_END, self.log(text), lambda _: REDACTED)
         for value in self.known:
             if k := _overlap(text, value[:-1], at_end=True):
                 text = text[:-k] + REDACTED
@@ -204,11 +205,27 @@ def environ_secrets() -> frozenset[str]:
     return _environ[1]
 
 
+def _sub_tokens(pattern: re.Pattern[str], text: str, blank: Callable[[re.Match[str]], str]) -> str:
+    """`pattern.sub(blank, text)`, for the matches that begin a token (`sensitive.token_start`)."""
+    out, pos = [], 0
+    for found in tokens(pattern, text):
+        out += [text[pos : found.start()], blank(found)]
+        pos = found.end()
+    return "".join(out) + text[pos:] if out else text
+
+
 def _url_passwords(words: Iterable[str]) -> Iterable[str]:
-    """The passwords of `scheme://user:password@host` URLs in these words (a variable's value, an argument)."""
+    """The passwords of `scheme://user:password@host` URLs in these words (a variable's value, an
+    argument), and each `user:password` as an HTTP client sends it (`Authorization: Basic` and its
+    base64, RFC 7617), which `curl -v` and a server's request log print."""
+    import base64
+
     for word in words:
         for m in _URL_PASSWORD.finditer(word):
-            yield word[m.end(1) : m.start(2)]
+            password = word[m.end(1) : m.start(2)]
+            user = m.group(1).rpartition("://")[2][:-1]
+            yield password
+            yield base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 def _worth_knowing(values: Iterable[str]) -> frozenset[str]:
@@ -222,7 +239,9 @@ def _forms(value: str) -> set[str]:
     import html  # here: html.entities and urllib cost every command's start-up, and most never learn a secret
     from urllib.parse import quote, quote_plus
 
-    forms = {value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1], repr(value)[1:-1]}
+    quoted = quote(value, safe="")
+    forms = {value, quoted, _LOWER_ESCAPES.sub(lambda m: m.group().lower(), quoted), quote_plus(value)}
+    forms |= {json.dumps(value)[1:-1], repr(value)[1:-1]}
     forms |= {json.dumps(value, ensure_ascii=False)[1:-1], html.escape(value), html.escape(value, quote=False)}
     forms |= {safetext.markdown(value), safetext.markdown_code(value), safetext.terminal(value, keep="")}
     return {f for f in forms if len(f) >= MIN_KNOWN_CHARS}

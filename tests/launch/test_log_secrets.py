@@ -12,6 +12,7 @@ import pytest
 
 from conftest import fake_command
 from diagbench.launch.logfile import CappedLog
+from diagbench.records import sink
 from diagbench.records.sink import StreamBlanker
 from diagbench.sensitive import REDACTED
 from diagbench.vocab import Evidence
@@ -19,6 +20,16 @@ from diagbench.vocab import Evidence
 KEY = "zq9-planted-key-7781"  # MY_SVC_KEY's value: by name alone, no shape
 SLASHED = "zq9+planted/key+7781"  # OTHER_TOKEN's: a URL-quoting client writes it zq9%2Bplanted%2Fkey%2B7781
 BLANK = REDACTED.encode()
+
+
+@pytest.fixture(autouse=True, params=["hyperscan", "search"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test with hyperscan finding the forms, and with a search per form (where it is not installed)."""
+    if request.param == "search":
+        monkeypatch.setattr(sink, "hyperscan", None)
+    elif sink.hyperscan is None:
+        pytest.skip("hyperscan is not installed here")
+    return str(request.param)
 
 
 def streamed(blanker: StreamBlanker, chunks: list[bytes]) -> bytes:
@@ -79,6 +90,12 @@ def test_nothing_known_passes_the_bytes_untouched() -> None:
     assert StreamBlanker([]).feed(data) is data
 
 
+def test_a_value_with_nul_and_other_bytes_hyperscan_would_read_as_syntax() -> None:
+    odd = "a\x00b.*c(d)[e]{2}\\z-odd-value"
+    data = f"x {odd} y {odd[:-1]}".encode()
+    assert streamed(StreamBlanker([odd]), [data[:9], data[9:]]) == f"x {REDACTED} y {odd[:-1]}".encode()
+
+
 def test_capped_log_blanks_what_it_keeps_and_the_copy_of_the_deciding_line(tmp_path: Path) -> None:
     """Past the cap: the head, the ring before the decision, the copy of the deciding line, the
     part held across the decision: none holds the value, and the file's line count is the stream's."""
@@ -107,7 +124,7 @@ def test_capped_log_blanks_what_it_keeps_and_the_copy_of_the_deciding_line(tmp_p
     )
 
 
-def test_a_real_server_splitting_its_secret_leaves_none_in_server_log(runs) -> None:
+def test_a_real_server_splitting_its_secret_leaves_none_in_server_log(runs, engine: str) -> None:
     """The server prints the value it was given a byte at a time, in `\\r` progress updates,
     URL-quoted, at the end of a 1 MB line, with ANSI colours around it; then its ready line."""
     half = len(KEY) // 2

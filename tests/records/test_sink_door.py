@@ -19,6 +19,7 @@ WRITERS = {
     "launch/logfile.py": "server.log, through sink.StreamBlanker",
     "render/console.py": "the terminal: SafeStream passes sink.document; /dev/null for a terminal gone",
     "cli/app.py": "write_out passes sink.document",
+    "cli/conventions.py": "a usage mistake's one line, through sink.document",
     "execute/cancel.py": "one byte to its own wake-up pipe",
     "launch/probes.py": "one byte to its own wake-up pipe",
     "isolate/run.py": "an empty file reserving a run id",
@@ -45,6 +46,7 @@ def writes(tree: ast.AST) -> Iterator[str]:
             name in ("write_text", "write_bytes")
             or (name == "print" and not owner)
             or (name == "write" and owner in ("sys.stdout", "sys.stderr", "os"))
+            or (name in ("echo", "secho") and owner in ("typer", "click"))
             or (name in ("open", "fdopen") and any(mode in modes for mode in _WRITE_MODES))
         ):
             yield f"line {node.lineno}: {ast.unparse(node)[:80]}"
@@ -75,4 +77,5 @@ def test_every_listed_writer_still_writes() -> None:
 
 def test_the_walk_finds_each_kind_of_write() -> None:
     code = 'p.write_text(x)\nprint(x)\nsys.stdout.write(x)\nopen(p, "w")\nos.open(p, os.O_WRONLY)\nopen(p)\n'
-    assert len(list(writes(ast.parse(code)))) == 5
+    code += "typer.echo(x, err=True)\nthing.echo(x)\n"
+    assert len(list(writes(ast.parse(code)))) == 6
