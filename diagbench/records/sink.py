@@ -1,6 +1,6 @@
 """The one way out: everything diagbench writes or prints is blanked here, when written.
 
-Four kinds of sink, one redaction (`records.redact`, with every secret this process has
+Three kinds of sink, one redaction (`records.redact`, with every secret this process has
 learned and those of its own environment):
 
 - a document: what the terminal shows (`render.console`, `cli.app.write_out`), a report file
@@ -15,13 +15,15 @@ learned and those of its own environment):
   finds them again without the spec; a value the run knows cannot be found again without it.
 
 So a run read later without its spec (moved, edited, never given: `triage CMD`) shows no secret
-the run knew: the files hold none. `tests/test_boundaries.py` holds the door: only the modules
-it lists write files or standard output, and each goes through here.
+the run knew: the files hold none. `tests/records/test_sink_door.py` holds the door: only the
+modules it lists write files or standard output, and each goes through here.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -59,11 +61,21 @@ def record(data: Any) -> Any:
 
 
 def write_document(path: Path, text: str, append: bool = False, follow: bool = False) -> None:
-    """Write (or append to) a document file, blanked; never through a link at `path` unless
-    `follow` (a path the user named). OSError as the OS says it."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
-    flags |= 0 if follow else os.O_NOFOLLOW
+    """Write (or append to) a document file, blanked. Unless `follow` (a path the user named,
+    `--junit /dev/stderr` too), only a regular file: never through a link, never a FIFO waited
+    on (one planted in a run directory handed over). OSError as the OS says it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else 0)
+    flags |= 0 if follow else os.O_NOFOLLOW | os.O_NONBLOCK
     fd = os.open(path, flags, 0o644)
+    try:
+        if not follow and not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        if not append and stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, 0)  # after the check: nothing but a regular file is truncated
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(document(text))
 

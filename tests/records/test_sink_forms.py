@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,20 @@ def test_what_one_part_learns_every_sink_knows() -> None:
 def test_short_values_and_blanks_are_never_learned() -> None:
     learn(["short", "<redacted>", "redacted"])
     assert sink.document("a short word, redacted") == "a short word, redacted"
+
+
+def test_a_document_is_written_to_a_regular_file_only(tmp_path: Path) -> None:
+    """A report in a run directory handed over: a FIFO is not waited on, a link not followed,
+    what it points at not truncated."""
+    import os
+
+    fifo, link, target = tmp_path / "report.html", tmp_path / "junit.xml", tmp_path / "precious"
+    os.mkfifo(fifo)
+    target.write_text("keep me")
+    link.symlink_to(target)
+    for path, why in ((fifo, "No such device or address"), (link, "Too many levels of symbolic links")):
+        with pytest.raises(OSError, match=why):  # a FIFO no one reads: ENXIO; a link: ELOOP
+            sink.write_document(path, "x")
+    assert target.read_text() == "keep me"
+    sink.write_document(link, "named by the user", follow=True)  # `--junit LINK`: as named
+    assert target.read_text() == "named by the user"
