@@ -56,14 +56,14 @@ SHAPE = re.compile(
     r")"
     r"(?![A-Za-z0-9])"
 )
-# URLs that are secrets themselves: whoever holds one can post with it
+# URLs that are secrets themselves (whoever holds one can post with it); group `secret` is the part to blank
 SECRET_URL = re.compile(
     # a Slack incoming webhook or workflow trigger (https://api.slack.com/messaging/webhooks):
-    # hooks.slack.com/services/T.../B.../<secret>; the path after the kind is the secret
-    r"(?<=hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}"
+    # hooks.slack.com/services/T.../B.../<secret>; the path after the host is the secret
+    r"hooks\.slack\.com/(?P<secret>(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,})"
     # a Sentry DSN's keys (https://docs.sentry.io/concepts/key-terms/dsn-explainer/):
     # scheme://PUBLIC_KEY[:SECRET_KEY]@HOST/PROJECT; any URL user name that long is a token
-    r"|(?<=://)[A-Za-z0-9_-]{20,}(?::[A-Za-z0-9_-]+)?(?=@)"
+    r"|://(?P<user>[A-Za-z0-9_-]{20,}(?::[A-Za-z0-9_-]+)?)@"
 )
 
 

@@ -112,7 +112,7 @@ class Redactor:
             if form in text:
                 text = text.replace(form, blank)
         text = _sub_tokens(SHAPE, text, lambda _: REDACTED)
-        text = SECRET_URL.sub(REDACTED, text)
+        text = SECRET_URL.sub(_blank_secret_url, text)
         text = _sub_tokens(_BEARER, text, lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}")
         text = _QUERY.sub(_blank_query_value, text)
         return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(2)}", text)
@@ -277,6 +277,13 @@ def _json_secrets(data: Any, secret: bool) -> Iterable[str]:
             yield from _json_secrets(x, secret)
     elif secret and isinstance(data, str | int | float) and not isinstance(data, bool):
         yield str(data)
+
+
+def _blank_secret_url(m: re.Match[str]) -> str:
+    """A Slack webhook's path or a DSN's key blanked, the rest of the URL kept."""
+    group = "secret" if m.group("secret") is not None else "user"
+    start, end = m.span(group)
+    return m.group()[: start - m.start()] + REDACTED + m.group()[end - m.start() :]
 
 
 def _blank_query_value(m: re.Match[str]) -> str:
