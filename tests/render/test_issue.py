@@ -70,7 +70,12 @@ def html_of(markdown: str) -> tuple[list[str], list[str]]:
 
 def test_hostile_metadata_and_log_lines_stay_text(failed_run: Path, tmp_path: Path) -> None:
     dists = [{"name": HOSTILE, "version": "1.0```\n# v", "origin": {"kind": "url", "url": HOSTILE}}]
-    run = copy_with(failed_run, tmp_path, environment(dists), {"reason": HOSTILE, "cause": {"type": HOSTILE}})
+    run = copy_with(
+        failed_run,
+        tmp_path,
+        environment(dists),
+        {"reason": HOSTILE, "cause": {"type": HOSTILE, "message": HOSTILE, "line_no": 3}},
+    )
     code, text, err = issue(run)
     assert code == 0, err
     headings, raw = html_of(text)
