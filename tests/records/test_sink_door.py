@@ -29,6 +29,8 @@ WRITERS = {
     "logs/cache.py": "the signature packs' parsed patterns",
     "logs/guard.py": "a warning naming a pack's pattern",
     "launch/faulthandler_site/sitecustomize.py": "runs inside the server: its faulthandler dumps (file, line, function)",
+    "execute/ray/probe.py": "a Ray cluster's hosts and GPU counts, for the driver to read",
+    "execute/ray/span.py": "a node-spanning attempt's nodes: pids, exit codes, times",
 }
 _WRITE_MODES = ('"w', '"a', '"x', "'w", "'a", "'x", "WRONLY", "RDWR", "O_CREAT")
 
