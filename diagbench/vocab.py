@@ -6,7 +6,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn, Protocol
+
+from diagbench.jsonvalue import JSON
 
 if sys.version_info >= (3, 11):
     from typing import assert_never
@@ -176,5 +178,5 @@ class Evidence:
     line_no: int
     text: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"line_no": self.line_no, "text": self.text}

@@ -5,17 +5,17 @@ with suspicion."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
+from diagbench.debug.sharper import Sharper
 from diagbench.errors import RecordError
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.files import read_regular
 from diagbench.records.parts import RootCause
-from diagbench.records.typed import build
-from diagbench.vocab import ExitCode
+from diagbench.records.typed import build, plain
+from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["DEBUG_VERSION", "FILENAME", "Debug", "Seen", "Setting", "Status", "read_debug"]
 
@@ -51,15 +51,15 @@ class Setting:
     set: str
     why: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"change": self.change, "source": self.source, "set": self.set, "why": self.why}
+    def to_json(self) -> JSONObject:
+        return plain(self)
 
 
 @dataclass(frozen=True)
 class Seen:
     """What one launch ended with, and the line that decided it."""
 
-    outcome: str
+    outcome: Outcome
     failure_class: str | None
     line: str | None  # the deciding line (or what decided when no line did)
     line_no: int | None = None
@@ -69,31 +69,10 @@ class Seen:
 
     @property
     def label(self) -> str:
-        return self.outcome + (f":{self.failure_class}" if self.failure_class else "")
+        return outcome_label(self.outcome, self.failure_class)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "failure_class": self.failure_class,
-            "line": self.line,
-            "line_no": self.line_no,
-            "cause": self.cause.to_json() if self.cause else None,
-            "attempt": self.attempt,
-            "signature": self.signature,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Seen:
-        cause = data.get("cause")
-        return cls(
-            outcome=str(data["outcome"]),
-            failure_class=data.get("failure_class"),
-            line=data.get("line"),
-            line_no=data.get("line_no"),
-            cause=build(RootCause, cause, "cause.") if isinstance(cause, dict) else None,
-            attempt=data.get("attempt"),
-            signature=data.get("signature"),
-        )
+    def to_json(self) -> JSONObject:
+        return plain(self)
 
 
 @dataclass(frozen=True)
@@ -107,10 +86,10 @@ class Debug:
     settings: tuple[Setting, ...] = ()
     before: Seen | None = None
     after: Seen | None = None
-    sharper: Mapping[str, Any] | None = None  # {line_no, text, kind, set, why}
+    sharper: Sharper | None = None
     notes: tuple[str, ...] = field(default=())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "debug_version": DEBUG_VERSION,
             "status": self.status.value,
@@ -122,35 +101,19 @@ class Debug:
             "settings": [s.to_json() for s in self.settings],
             "before": self.before.to_json() if self.before else None,
             "after": self.after.to_json() if self.after else None,
-            "sharper": dict(self.sharper) if self.sharper else None,
+            "sharper": self.sharper.to_json() if self.sharper else None,
             "notes": list(self.notes),
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Debug:
+    def from_json(cls, data: JSONObject) -> Debug:
         version = data.get("debug_version")
         if not isinstance(version, int) or version > DEBUG_VERSION:
             raise RecordError(f"debug.json: debug_version {version!r}: written by a newer diagbench")
         try:
-            before, after, sharper = data.get("before"), data.get("after"), data.get("sharper")
-            return cls(
-                status=Status(data["status"]),
-                reason=str(data.get("reason", "")),
-                command=str(data["command"]),
-                debug_command=data.get("debug_command"),
-                server=data.get("server"),
-                failure_class=data.get("class"),
-                settings=tuple(
-                    Setting(str(s["change"]), str(s["source"]), str(s.get("set", "")), str(s.get("why", "")))
-                    for s in data.get("settings", [])
-                ),
-                before=Seen.from_json(before) if before else None,
-                after=Seen.from_json(after) if after else None,
-                sharper=sharper if isinstance(sharper, dict) else None,
-                notes=tuple(str(n) for n in data.get("notes", [])),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordError(f"debug.json: malformed: {exc!r}") from None
+            return build(cls, {**data, "failure_class": data.get("class")})  # `class` in the file
+        except (RecordError, TypeError, ValueError) as exc:
+            raise RecordError(f"debug.json: malformed: {exc}") from None
 
 
 def read_debug(run_dir: Path) -> Debug | None:

@@ -6,7 +6,7 @@ Core only: it never prints."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from diagbench.debug.plan import class_word, plan_debug
@@ -120,7 +120,7 @@ def debug_failure(
     after = relaunch(plan.launch)
     second = seen(after[0])
     sharper = find_sharper(before, after, plan.sets) if _decided(after[0]) else None
-    sharp = sharper.to_json() | {"text": secrets.log(sharper.text)} if sharper else None
+    sharp = replace(sharper, text=secrets.log(sharper.text)) if sharper else None
     status, reason = _status(after[0], sharp is not None)
     notes = (*plan.notes, *_notes(record, after[0], sharp is not None))
     return Debug(status, reason, shown, debug_command, server, word, plan.settings, first, second, sharp, notes)
@@ -155,7 +155,7 @@ def seen(record: AttemptRecord) -> Seen:
     """A launch as debug.json keeps it."""
     line = record.evidence.text if record.evidence else (record.reason or None)
     return Seen(
-        outcome=record.outcome.value,
+        outcome=record.outcome,
         failure_class=record.failure_class,
         line=line,
         line_no=record.evidence.line_no if record.evidence else None,

@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from diagbench.debug.sets import DebugSet
+from diagbench.jsonvalue import JSON
 from diagbench.logs.lines import clean, read_blocks, split_lines
 from diagbench.records.files import open_regular
 from diagbench.records.record import AttemptRecord
@@ -48,7 +48,7 @@ class Sharper:
     set: str | None  # the set whose line it is (kind found)
     why: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"line_no": self.line_no, "text": self.text, "kind": self.kind, "set": self.set, "why": self.why}
 
 

@@ -14,6 +14,7 @@ from diagbench.execute.executors import kinds, owner_of, plugin_for
 from diagbench.execute.plugin import Build, ExecutorPlugin, Settled
 from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import SlotPlan
+from diagbench.jsonvalue import JSON
 from diagbench.records.store import read_manifest
 from diagbench.spec.executor import LOCAL, ExecutorSpec, Setting
 from diagbench.spec.gpus import GpuRequest
@@ -35,7 +36,7 @@ class Placement:
     def plugin(self) -> ExecutorPlugin:
         return plugin_for(self.kind)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """The executor and its options, for the manifest (its plugin blanks the secrets)."""
         return {"kind": self.kind, **self.plugin.recorded(self.spec), **self.settled.recorded}
 

@@ -23,9 +23,10 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Protocol
+from typing import Protocol
 
 from diagbench.isolate.pasted import split_command
+from diagbench.jsonvalue import JSON
 from diagbench.records.redact import redact, redact_argv
 
 _PLAIN = re.compile(r"^[\w@%+=:,./{}-]+$")
@@ -77,7 +78,7 @@ class Factor:
         shown = self.shown(self.bad if bad else self.good)
         return "-" if shown is None else shown or "''"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         unset = [side for side, yes in (("good", self.good_unset), ("bad", self.bad_unset)) if yes]
         shown = {"good": self.shown(self.good), "bad": self.shown(self.bad)}
         return {"name": self.name, "kind": self.kind.value, **shown, "unset": unset}

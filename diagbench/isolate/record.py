@@ -15,6 +15,7 @@ from typing import Any
 from diagbench.errors import RecordError
 from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.search import Result, Target
+from diagbench.jsonvalue import JSON
 from diagbench.records.files import read_regular
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
@@ -65,7 +66,7 @@ class Step:
     def label(self) -> str:
         return outcome_label(self.outcome, self.failure_class)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "applied": list(self.applied),
             "outcome": self.outcome.value,
@@ -118,7 +119,7 @@ class Isolation:
     def factor(self, name: str) -> Factor:
         return next(f for f in self.factors if f.name == name)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "isolation_version": ISOLATION_VERSION,
             "status": self.status.value,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.records.record import AttemptRecord
 
 
@@ -32,7 +32,7 @@ class CellCounts:
         shown += [f"{label} {n}" for label, n in self.not_run]
         return " · ".join(shown)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "cell_id": self.cell_id,
             "counts": dict(self.counts),

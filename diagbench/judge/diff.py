@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.judge.cells import cell_counts
 from diagbench.judge.underneath import PhaseShift, Underneath, compare_environments, phase_shifts
 from diagbench.judge.view import RunView
@@ -44,7 +44,7 @@ class CellState:
             return self.counts[0][0]
         return ", ".join(f"{label} {n}/{total}" for label, n in self.counts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"outcomes": dict(self.counts), "not_run": list(self.not_run), "words": self.words}
 
 
@@ -58,7 +58,7 @@ class CellChange:
     def regression(self) -> bool:
         return self.before.all_ready and self.after.ran and not self.after.all_ready
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "cell_id": self.cell_id,
             "before": self.before.to_json(),

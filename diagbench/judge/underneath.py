@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
 
@@ -35,7 +35,7 @@ class EnvChange:
             return f"{self.name} {self.before} (removed)"
         return f"{self.name} {self.before} -> {self.after}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"kind": self.kind, "name": self.name, "before": self.before, "after": self.after}
 
 
@@ -70,7 +70,7 @@ class PhaseShift:
         way = "slower" if delta > 0 else "faster"
         return f"{self.phase} {abs(delta):.0f} s {way} ({self.before_s:.1f} s -> {self.after_s:.1f} s)"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "cell_id": self.cell_id,
             "phase": self.phase,
@@ -80,50 +80,57 @@ class PhaseShift:
         }
 
 
-def compare_environments(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> Underneath:
+def compare_environments(a: JSONObject | None, b: JSONObject | None) -> Underneath:
     if not a or not b:
         return Underneath(unknown="environment not recorded in " + ("both runs" if not a and not b else "one run"))
     changes: list[EnvChange] = []
     same: list[str] = []
-    pa, pb = a.get("python") or {}, b.get("python") or {}
+    pa, pb = _part(a, "python"), _part(b, "python")
     _one(changes, same, "interpreter", "interpreter", pa.get("interpreter"), pb.get("interpreter"), quiet=True)
     _one(changes, same, "python", "Python", pa.get("python"), pb.get("python"), quiet=True)
-    changes.extend(_packages(pa.get("distributions") or [], pb.get("distributions") or []))
-    ta, tb = pa.get("torch") or {}, pb.get("torch") or {}
+    changes.extend(_packages(as_list(pa.get("distributions")), as_list(pb.get("distributions"))))
+    ta, tb = _part(pa, "torch"), _part(pb, "torch")
     _one(changes, same, "cuda", "CUDA", ta.get("cuda_runtime"), tb.get("cuda_runtime"))
     _one(changes, same, "nccl", "NCCL", ta.get("nccl"), tb.get("nccl"))
     _one(changes, same, "driver", "driver", _drivers(a), _drivers(b))
-    va, vb = a.get("variables") or {}, b.get("variables") or {}
+    va, vb = _part(a, "variables"), _part(b, "variables")
     for name in sorted(set(va) | set(vb)):
         _one(changes, same, "variable", name, va.get(name), vb.get(name), quiet=True)
     return Underneath(tuple(changes), tuple(same))
 
 
-def _one(changes: list[EnvChange], same: list[str], kind: str, name: str, a: Any, b: Any, quiet: bool = False) -> None:
+def _part(data: JSONObject, key: str) -> JSONObject:
+    return as_object(data.get(key)) or {}
+
+
+def _one(
+    changes: list[EnvChange], same: list[str], kind: str, name: str, a: JSON, b: JSON, quiet: bool = False
+) -> None:
     if a != b:
         changes.append(EnvChange(kind, name, None if a is None else str(a), None if b is None else str(b)))
     elif not quiet and a is not None:  # "driver same" only where a driver was seen
         same.append(name)
 
 
-def _packages(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[EnvChange]:
+def _packages(a: Sequence[JSON], b: Sequence[JSON]) -> list[EnvChange]:
     """Distributions added, removed, upgraded or rebuilt from another commit; torch first, then by name."""
     before, after = _versions(a), _versions(b)
     names = sorted(set(before) | set(after), key=lambda n: (n != "torch", n))
     return [EnvChange("package", n, before.get(n), after.get(n)) for n in names if before.get(n) != after.get(n)]
 
 
-def _versions(dists: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def _versions(dists: Sequence[JSON]) -> dict[str, str]:
     out = {}
-    for d in dists:
-        origin = d.get("origin") or {}
+    for d in filter(None, map(as_object, dists)):
+        origin = _part(d, "origin")
         commit = f"@{str(origin['commit'])[:12]}" if origin.get("kind") == "vcs" and origin.get("commit") else ""
         out[str(d["name"]).lower().replace("_", "-")] = f"{d['version']}{commit}"
     return out
 
 
-def _drivers(environment: Mapping[str, Any]) -> str | None:
-    drivers = sorted({str(g["driver"]) for g in environment.get("gpus") or [] if g.get("driver")})
+def _drivers(environment: JSONObject) -> str | None:
+    gpus = filter(None, map(as_object, as_list(environment.get("gpus"))))
+    drivers = sorted({str(g["driver"]) for g in gpus if g.get("driver")})
     return ", ".join(drivers) or None
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.records.record import AttemptRecord
 from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import CellRef, selects
@@ -41,7 +41,7 @@ class DecidingAttempt:
     def label(self) -> str:
         return outcome_label(self.outcome, self.failure_class) if self.outcome else "not run"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "cell_id": self.cell_id,
             "attempt": self.attempt,
@@ -62,7 +62,7 @@ class VerdictEvidence:
     line_no: int
     text: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"cell_id": self.cell_id, "attempt": self.attempt, "line_no": self.line_no, "text": self.text}
 
 
@@ -93,7 +93,7 @@ class Verdict:
                 return f"{cell_id} {counts}"
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         evidence = self.evidence
         return {
             "id": self.id,
@@ -193,7 +193,7 @@ class Violation:
     wanted: str
     got: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "expectation": self.expectation,
             "cell_id": self.cell_id,

@@ -3,11 +3,10 @@ against the manifest's own (pre-registered) copy of the hypotheses."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from diagbench.jsonvalue import JSONObject, as_number, as_object
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
 from diagbench.records.files import open_regular
 from diagbench.records.manifest import PlannedEntry
@@ -36,8 +35,8 @@ class RunView:
     verdicts: list[Verdict]
     violations: list[Violation]
     expectations: list[Expectation]
-    provenance: dict[str, Any] = field(default_factory=dict)
-    environment: dict[str, Any] | None = None  # the server's (manifest `environment`), None where not recorded
+    provenance: JSONObject = field(default_factory=dict)
+    environment: JSONObject | None = None  # the server's (manifest `environment`), None where not recorded
     log_tails: dict[str, str] = field(default_factory=dict)
     unreadable: list[Unreadable] = field(default_factory=list)
     plan_unreadable: bool = False  # the manifest's `attempts` (the plan) could not be read whole
@@ -92,10 +91,8 @@ def view_of(loaded: LoadedRun, redactor: Redactor | None = None) -> RunView:
     )
 
 
-def _timeout(spec: Mapping[str, Any]) -> float | None:
-    server = spec.get("server")
-    value = server.get("timeout_s") if isinstance(server, Mapping) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _timeout(spec: JSONObject) -> float | None:
+    return as_number((as_object(spec.get("server")) or {}).get("timeout_s"))
 
 
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:

@@ -5,17 +5,16 @@ versioned, read back with suspicion."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import RecordError
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.files import read_regular
 from diagbench.records.parts import Price
 from diagbench.records.typed import build
-from diagbench.vocab import ExitCode, outcome_label
+from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["FILENAME", "LIMIT_VERSION", "Limit", "Role", "Status", "Step", "read_limit"]
 
@@ -53,7 +52,7 @@ class Step:
     value: int
     role: Role
     verdict: str  # ok, bad, flaky, unresolved (search.Verdict)
-    outcome: str  # of its launches, the commonest (`failed:oom` is outcome failed, class oom)
+    outcome: Outcome  # of its launches, the commonest (`failed:oom` is outcome failed, class oom)
     failure_class: str | None
     outcomes: tuple[str, ...]  # every launch's label
     attempts: tuple[str, ...]
@@ -66,12 +65,12 @@ class Step:
     def label(self) -> str:
         return outcome_label(self.outcome, self.failure_class)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "value": self.value,
             "role": self.role.value,
             "verdict": self.verdict,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "failure_class": self.failure_class,
             "outcomes": list(self.outcomes),
             "attempts": list(self.attempts),
@@ -80,22 +79,6 @@ class Step:
             "startup_s": self.startup_s,
             "price": self.price.to_json() if self.price else None,
         }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Step:
-        return cls(
-            value=int(data["value"]),
-            role=Role(data["role"]),
-            verdict=str(data["verdict"]),
-            outcome=str(data["outcome"]),
-            failure_class=data.get("failure_class"),
-            outcomes=tuple(str(o) for o in data.get("outcomes", [])),
-            attempts=tuple(str(a) for a in data.get("attempts", [])),
-            line=data.get("line"),
-            line_no=data.get("line_no"),
-            startup_s=data.get("startup_s"),
-            price=build(Price, data["price"], "price.") if isinstance(data.get("price"), dict) else None,
-        )
 
 
 @dataclass(frozen=True)
@@ -133,7 +116,7 @@ class Limit:
     def step(self, value: int | None) -> Step | None:
         return next((s for s in self.steps if s.value == value), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "limit_version": LIMIT_VERSION,
             "status": self.status.value,
@@ -160,41 +143,14 @@ class Limit:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Limit:
+    def from_json(cls, data: JSONObject) -> Limit:
         version = data.get("limit_version")
         if not isinstance(version, int) or version > LIMIT_VERSION:
             raise RecordError(f"limit.json: limit_version {version!r}: written by a newer diagbench")
         try:
-            return cls(
-                status=Status(data["status"]),
-                reason=str(data.get("reason", "")),
-                command=str(data["command"]),
-                option=str(data["option"]),
-                env=bool(data.get("env")),
-                smallest=bool(data.get("smallest")),
-                lo=int(data["lo"]),
-                hi=int(data["hi"]),
-                **{k: _int_or_none(data.get(k)) for k in ("largest_ok", "smallest_bad", "smallest_ok", "largest_bad")},
-                monotone=data.get("monotone"),
-                against=_int_or_none(data.get("against")),
-                flaky=tuple(int(v) for v in data.get("flaky", [])),
-                launches=int(data.get("launches", 0)),
-                budget=int(data.get("budget", 0)),
-                repeat=int(data.get("repeat", 1)),
-                steps=tuple(Step.from_json(s) for s in data.get("steps", [])),
-                server=data.get("server"),
-                notes=tuple(str(n) for n in data.get("notes", [])),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RecordError(f"limit.json: malformed: {exc!r}") from None
-
-
-def _int_or_none(value: object) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected an integer or null, got {value!r}")
-    return value
+            return build(cls, data)
+        except (RecordError, TypeError, ValueError) as exc:
+            raise RecordError(f"limit.json: malformed: {exc}") from None
 
 
 def read_limit(run_dir: Path) -> Limit | None:

@@ -196,7 +196,7 @@ def make_step(value: int, role: Role, verdict: Verdict, records: Sequence[Attemp
         value=value,
         role=role,
         verdict=verdict.value,
-        outcome=first.outcome.value if first else Outcome.CANCELLED.value,
+        outcome=first.outcome if first else Outcome.CANCELLED,
         failure_class=first.failure_class if first else None,
         outcomes=tuple(r.label for r in records),
         attempts=tuple(r.attempt for r in records),

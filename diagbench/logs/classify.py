@@ -11,9 +11,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from diagbench.errors import UserError
+from diagbench.jsonvalue import JSON
 from diagbench.logs.decision import ReadyRule
 from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
 from diagbench.logs.reading import CAUSE_BELOW, SERVING, Reading, causes_of, refine
@@ -52,7 +53,7 @@ class Classification:
         label = f"{self.outcome}:{self.failure_class}" if self.failure_class else self.outcome
         return f"{label} <- {self.cause.failure_class}: {self.cause.text()}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """Exactly the shape of `diagbench schema classify`."""
         return {
             "cause": self.cause.to_json() if self.cause else None,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.logs.causes import CAPTURE_FRAME, class_of, class_of_frame
 from diagbench.logs.native import ANSWERED, DEATHS, FATAL_RECORD, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
 from diagbench.logs.signatures import PREFIX
@@ -91,7 +91,7 @@ class Cause:
     handled: bool = False  # logged by a request's error handler or at warning level: the program went on
     fatal: bool = False  # logged as the death of a process or thread of the server (`X hit an exception:`)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """The record's and classify's `cause`."""
         return {"type": self.type, "message": self.message, "line_no": self.line_no}
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import DiagbenchError, SpecError
+from diagbench.jsonvalue import JSON
 from diagbench.logs.cache import cached_packs, store_packs
 from diagbench.logs.guard import Guarded, LineMatch, line_regex
 from diagbench.vocab import FAILURE_CLASSES, FailureClass
@@ -133,7 +134,7 @@ class Signature:
         except (KeyError, IndexError):
             return template.split(" ")[0]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """For the pack cache."""
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in vars(self).items() if not k.startswith("_")}
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import replace
 
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.manifest import CellEntry, Manifest, PlannedEntry, RunSettings
 from diagbench.records.redact import Redactor, spec_redactor
 from diagbench.records.redact_spec import redact_yaml
 from diagbench.sensitive import REDACTED
 from diagbench.spec.hypotheses import hypotheses_sha256
 from diagbench.spec.load import Spec
+from diagbench.spec.matrix import Level
 from diagbench.spec.plan import PlannedAttempt
 
 __all__ = ["build_manifest"]
@@ -23,9 +25,9 @@ def build_manifest(
     planned: Sequence[PlannedAttempt],
     run_id: str,
     settings: RunSettings,
-    provenance: Mapping[str, Any],
-    isolation_factors: Sequence[Mapping[str, Any]] | None = None,
-    environment: tuple[Mapping[str, Any] | None, Mapping[str, Mapping[str, Any]]] = (None, {}),
+    provenance: JSONObject,
+    isolation_factors: Sequence[JSONObject] | None = None,
+    environment: tuple[JSONObject | None, Mapping[str, JSONObject]] = (None, {}),
 ) -> Manifest:
     """Everything known before the first launch, hypotheses and their hash included (secrets blanked).
 
@@ -64,15 +66,19 @@ def build_manifest(
     return Manifest.from_json(redactor.deep(manifest.to_json()))  # a known secret anywhere else (a URL) too
 
 
-def _spec_json(spec: Spec, redactor: Redactor) -> dict[str, Any]:
-    data = spec.to_json()
-    server = data["server"]
-    server["command"] = redactor.argv(server["command"])
-    server["env"] = redactor.env(server["env"])
-    if request := server["ready"]["request"]:
-        request["json"] = redactor.json(request["json"])  # `?token=X` in its path: `deep` blanks it
-    for axis in spec.axes:
-        values = data["matrix"][axis.name]["values"]
-        hide = (lambda _: REDACTED) if axis.secret else redactor.log  # a value may hold `--api-key X`
-        data["matrix"][axis.name]["values"] = {k: None if v is None else hide(v) for k, v in values.items()}
-    return data
+def _spec_json(spec: Spec, redactor: Redactor) -> dict[str, JSON]:
+    """The spec as loaded, its secrets blanked while it is still typed: the command, the env, a
+    ready request's body (`?token=X` in its path: `deep` blanks it) and the axes' values (a
+    secret axis's wholly; another's may hold `--api-key X`)."""
+    s = spec.server
+    env = {k: v for k, v in redactor.env(s.env).items() if v is not None}
+    request = s.ready_request and replace(s.ready_request, body=redactor.json(s.ready_request.body))
+    server = replace(s, command=tuple(redactor.argv(s.command)), env=env, ready_request=request)
+    axes = tuple(replace(a, levels=tuple(_hidden(level, a.secret, redactor) for level in a.levels)) for a in spec.axes)
+    return replace(spec, server=server, axes=axes).to_json()
+
+
+def _hidden(level: Level, secret: bool, redactor: Redactor) -> Level:
+    if level.value is None:
+        return level
+    return replace(level, value=REDACTED if secret else redactor.log(level.value))

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import NoReturn, TypeVar
 
 from diagbench.errors import RecordError
+from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object
 from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
 from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import CellRow
@@ -31,25 +32,25 @@ class PlannedEntry:
     repeat: int
     params: Mapping[str, str] | None = None  # absent in a hand-written manifest: the records' are used
     args: tuple[str, ...] | None = None
-    environment: Mapping[str, Any] | None = None  # the server's, where it differs from the run's
+    environment: JSONObject | None = None  # the server's, where it differs from the run's
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         given = _present(params=self.params and dict(self.params), args=_plain(self.args))
         given |= _present(environment=self.environment and dict(self.environment))
         return {"attempt": self.attempt, "cell_id": self.cell_id, "repeat": self.repeat, **given}
 
     @classmethod
-    def from_json(cls, data: Any) -> PlannedEntry:
+    def from_json(cls, data: JSON) -> PlannedEntry:
         if not isinstance(data, dict) or not isinstance(data.get("attempt"), str):
             raise ValueError("expected {attempt, cell_id, repeat, ...}")
         params = data.get("params")
         return cls(
-            attempt=data["attempt"],
+            attempt=str(data["attempt"]),
             cell_id=str(data.get("cell_id")),
             repeat=_whole(data.get("repeat"), "repeat"),
             params={str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else None,
-            args=tuple(_text(a) for a in data["args"]) if "args" in data else None,
-            environment=data["environment"] if isinstance(data.get("environment"), dict) else None,
+            args=tuple(_text(a) for a in _items(data["args"])) if "args" in data else None,
+            environment=as_object(data.get("environment")),
         )
 
 
@@ -66,18 +67,20 @@ class CellEntry:
     def row(self) -> CellRow:
         return CellRow(self.cell_id, self.params)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         given = _present(args=_plain(self.args), env=None if self.env is None else dict(self.env))
         return {"cell_id": self.cell_id, "params": dict(self.params), **given}
 
     @classmethod
-    def from_json(cls, data: Any) -> CellEntry:
-        env = data.get("env")
+    def from_json(cls, data: JSON) -> CellEntry:
+        if not isinstance(data, dict):
+            raise TypeError("expected {cell_id, params, ...}")
+        env = as_object(data.get("env"))
         return cls(
             cell_id=_text(data["cell_id"]),
-            params={_text(k): _text(v) for k, v in data["params"].items()},
-            args=tuple(_text(a) for a in data["args"]) if "args" in data else None,
-            env=dict(env) if isinstance(env, dict) else None,
+            params={k: _text(v) for k, v in (as_object(data["params"]) or _no("params")).items()},
+            args=tuple(_text(a) for a in _items(data["args"])) if "args" in data else None,
+            env=None if env is None else {k: None if v is None else _text(v) for k, v in env.items()},
         )
 
 
@@ -93,9 +96,9 @@ class RunSettings:
     slots: tuple[tuple[str, ...], ...] | None = None
     stop_when_decided: bool | None = None
     fail_fast: bool | None = None
-    executor: Mapping[str, Any] | None = None  # the executor's own settings, `kind` first
+    executor: JSONObject | None = None  # the executor's own settings, `kind` first
     isolate: bool = False  # an isolation run (`diagbench isolate`): no plan ahead
-    triage: Mapping[str, Any] | None = None  # a triage run's own settings (`diagbench triage`): {first, price}
+    triage: JSONObject | None = None  # a triage run's own settings (`diagbench triage`): {first, price}
 
     @property
     def executor_kind(self) -> str | None:
@@ -110,8 +113,8 @@ class RunSettings:
             return None
         return parse_gpu_request(",".join(self.gpus)) if self.gpus else GpuRequest(GpuMode.NONE)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"isolate": True} if self.isolate else {}
+    def to_json(self) -> dict[str, JSON]:
+        data: dict[str, JSON] = {"isolate": True} if self.isolate else {}
         keys = ("repeat", "parallel") if self.isolate else ("only", "repeat", "parallel")
         data |= {k: _plain(getattr(self, k)) for k in keys}
         if self.gpus is not None:
@@ -126,7 +129,7 @@ class RunSettings:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunSettings:
+    def from_json(cls, data: JSONObject) -> RunSettings:
         """Read back; a malformed option raises ValueError naming it and how to give it again."""
         gpus = data.get("gpus")
         if gpus is not None and (not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus)):
@@ -134,19 +137,21 @@ class RunSettings:
         only = data.get("only")
         if only is not None and (not isinstance(only, list) or not all(isinstance(o, str) for o in only)):
             raise ValueError(f"only: expected a list of AXIS=LABEL, got {only!r}")
-        executor = data.get("executor")
+        executor = as_object(data.get("executor"))
         settings = cls(
             only=None if only is None else tuple(only),
             repeat=_number(data, "repeat"),
             parallel=_number(data, "parallel"),
             gpus=None if gpus is None else tuple(gpus),
-            gpus_per_attempt=data.get("gpus_per_attempt") if isinstance(data.get("gpus_per_attempt"), int) else None,
-            slots=tuple(tuple(str(g) for g in s) for s in data.get("slots") or () if isinstance(s, list)),
+            gpus_per_attempt=per
+            if isinstance(per := data.get("gpus_per_attempt"), int) and not isinstance(per, bool)
+            else None,
+            slots=tuple(tuple(str(g) for g in s) for s in as_list(data.get("slots")) if isinstance(s, list)),
             stop_when_decided=data["stop_when_decided"] is True if "stop_when_decided" in data else None,
             fail_fast=data["fail_fast"] is True if "fail_fast" in data else None,
-            executor=dict(executor) if isinstance(executor, dict) else None,
+            executor=executor,
             isolate=data.get("isolate") is True,
-            triage=dict(data["triage"]) if isinstance(data.get("triage"), dict) else None,
+            triage=as_object(data.get("triage")),
         )
         try:
             parse_gpu_request(",".join(settings.gpus or ["all"]))  # checked here: resuming relies on it
@@ -172,7 +177,7 @@ class Manifest:
 
     run_id: str
     created_at: str
-    spec: Mapping[str, Any]  # the spec as loaded, secrets blanked: shown, never launched from
+    spec: JSONObject  # the spec as loaded, secrets blanked: shown, never launched from
     spec_sha256: str
     hypotheses: tuple[Hypothesis, ...]
     hypotheses_sha256: str
@@ -182,9 +187,9 @@ class Manifest:
     expect: tuple[Expectation, ...] = ()
     cells: tuple[CellEntry, ...] = ()
     options: RunSettings | None = None
-    provenance: Mapping[str, Any] | None = None
-    isolation_factors: tuple[Mapping[str, Any], ...] | None = None
-    environment: Mapping[str, Any] | None = None  # the environment the run had (filled by its own code)
+    provenance: JSONObject | None = None
+    isolation_factors: tuple[JSONObject, ...] | None = None
+    environment: JSONObject | None = None  # the environment the run had (filled by its own code)
     manifest_version: int = MANIFEST_VERSION
     problems: tuple[Problem, ...] = field(default=(), compare=False)  # parts left out, each named
 
@@ -210,8 +215,8 @@ class Manifest:
     def planned(self, attempt: str) -> PlannedEntry | None:
         return next((a for a in self.attempts if a.attempt == attempt), None)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> dict[str, JSON]:
+        data: dict[str, JSON] = {
             "manifest_version": self.manifest_version,
             "run_id": self.run_id,
             "created_at": self.created_at,
@@ -226,13 +231,13 @@ class Manifest:
             "cells": [c.to_json() for c in self.cells],
             "attempts": [a.to_json() for a in self.attempts],
         }
-        data |= _present(options=self.options and self.options.to_json(), provenance=self.provenance)
+        data |= _present(options=self.options.to_json() if self.options else None, provenance=self.provenance)
         if self.isolation_factors is not None:
             data["isolation_factors"] = [dict(f) for f in self.isolation_factors]
         return data | _present(environment=self.environment and dict(self.environment))
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Manifest:
+    def from_json(cls, data: JSONObject) -> Manifest:
         """Read a manifest: a newer version is refused (RecordError), a malformed part named and left out."""
         version = data.get("manifest_version", MANIFEST_VERSION)
         if not isinstance(version, int) or isinstance(version, bool):
@@ -249,7 +254,7 @@ class Manifest:
             created_at=str(data.get("created_at", "")),
             spec=parts.mapping("spec"),
             spec_sha256=str(data.get("spec_sha256", "")),
-            hypotheses=parts.each("hypotheses", lambda _, h: Hypothesis.from_json(h)),
+            hypotheses=parts.each("hypotheses", lambda _, h: Hypothesis.from_json(as_object(h) or _no("hypothesis"))),
             hypotheses_sha256=str(data.get("hypotheses_sha256", "")),
             attempts=parts.each("attempts", lambda _, a: PlannedEntry.from_json(a)),
             spec_text=_optional_text(data.get("spec_text")),
@@ -258,7 +263,7 @@ class Manifest:
             cells=parts.each("cells", lambda _, c: CellEntry.from_json(c)),
             options=parts.settings(),
             provenance=parts.mapping("provenance") if "provenance" in data else None,
-            isolation_factors=tuple(f for f in factors if isinstance(f, dict)) if isinstance(factors, list) else None,
+            isolation_factors=tuple(f for f in map(as_object, factors) if f) if isinstance(factors, list) else None,
             environment=parts.environment() if "environment" in data else None,
             manifest_version=version,
             problems=tuple(parts.problems),
@@ -268,11 +273,11 @@ class Manifest:
 class _Parts:
     """Reads the parts of a manifest, naming each malformed one instead of failing on it."""
 
-    def __init__(self, data: Mapping[str, Any]):
+    def __init__(self, data: JSONObject):
         self.data = data
         self.problems: list[Problem] = []
 
-    def each(self, key: str, parse: Callable[[int, Any], T]) -> tuple[T, ...]:
+    def each(self, key: str, parse: Callable[[int, JSON], T]) -> tuple[T, ...]:
         items = self.data.get(key, [])
         if not isinstance(items, list):
             self.problems.append(Problem(key, f"field '{key}': expected a list"))
@@ -285,14 +290,14 @@ class _Parts:
                 self.problems.append(Problem(key, f"{key}[{index}]: {_why(exc)}"))
         return tuple(out)
 
-    def mapping(self, key: str) -> dict[str, Any]:
-        value = self.data.get(key, {})
-        if isinstance(value, dict):
+    def mapping(self, key: str) -> dict[str, JSON]:
+        value = as_object(self.data.get(key, {}))
+        if value is not None:
             return value
         self.problems.append(Problem(key, f"field '{key}': expected a mapping"))
         return {}
 
-    def environment(self) -> dict[str, Any] | None:
+    def environment(self) -> dict[str, JSON] | None:
         """The server's environment, where every part the reports read has its shape (one
         hand-edited part makes it a problem, named, not a traceback in one report of three)."""
         value = self.mapping("environment")
@@ -312,7 +317,7 @@ class _Parts:
             return RunSettings()
 
 
-def _environment_problem(env: Mapping[str, Any]) -> str | None:
+def _environment_problem(env: JSONObject) -> str | None:
     """What is malformed in a manifest's `environment` (None: nothing): each part a report reads."""
     python, gpus, variables = env.get("python"), env.get("gpus"), env.get("variables")
     if python is not None and not isinstance(python, dict):
@@ -336,7 +341,7 @@ def _environment_problem(env: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _number(data: Mapping[str, Any], key: str) -> int | None:
+def _number(data: JSONObject, key: str) -> int | None:
     value = data.get(key)
     if value is None:
         return None
@@ -345,28 +350,40 @@ def _number(data: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
-def _whole(value: Any, key: str) -> int:
+def _whole(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"field '{key}': expected an integer, got {value!r}")
     return value
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
     return value
 
 
-def _optional_text(value: Any) -> str | None:
+def _optional_text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: tuple[str, ...] | int | None) -> JSON:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _present(**values: Any) -> dict[str, Any]:
+def _present(**values: JSON) -> dict[str, JSON]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _items(value: object) -> list[JSON]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {value!r}")
+    return value
+
+
+def _no(what: str) -> NoReturn:
+    raise TypeError(f"{what}: expected a mapping")
 
 
 def _why(exc: Exception) -> str:

@@ -73,10 +73,8 @@ def lines(found: Debug) -> list[tuple[str, str]]:
     out += _seen("with them", found.after)
     if found.sharper:
         sharp = found.sharper
-        out.append(
-            (f"sharper: L{sharp.get('line_no')}: {safetext.one_line(str(sharp.get('text', '')))[:300]}", "bold green")
-        )
-        out.append((f"  {safetext.one_line(str(sharp.get('why', '')))}", "dim"))
+        out.append((f"sharper: L{sharp.line_no}: {safetext.one_line(sharp.text)[:300]}", "bold green"))
+        out.append((f"  {safetext.one_line(sharp.why)}", "dim"))
     if found.reason:
         out.append((safetext.one_line(found.reason), "yellow"))
     return out
@@ -112,10 +110,8 @@ def debug_issue_section(found: Debug) -> list[str]:
             line = f": `{safetext.markdown_code(seen.line[:300])}`" if seen.line else ""
             out.append(f"- {name}: **{md(seen.label)}**{line}")
     if found.sharper:
-        text = safetext.markdown_code(str(found.sharper.get("text", ""))[:300])
-        out.append(
-            f"- The sharper line (L{found.sharper.get('line_no')}): `{text}` ({md(str(found.sharper.get('why', '')))})"
-        )
+        text = safetext.markdown_code(found.sharper.text[:300])
+        out.append(f"- The sharper line (L{found.sharper.line_no}): `{text}` ({md(found.sharper.why)})")
     elif found.reason:
         out.append(f"- {md(found.reason)}")
     if found.debug_command:

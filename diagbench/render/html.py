@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from diagbench.jsonvalue import as_list, as_object
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.logs.classify import context
@@ -65,15 +66,17 @@ def _heading(view: RunView) -> Html:
 
 def _facts(view: RunView) -> Html:
     p = view.provenance
-    gpus = ", ".join(f"{g.get('name')} (driver {g.get('driver')})" for g in p.get("gpus") or []) or "none found"
-    packages = [f"{k} {v}" for k, v in (p.get("packages") or {}).items() if v]
+    found = filter(None, map(as_object, as_list(p.get("gpus"))))
+    gpus = ", ".join(f"{g.get('name')} (driver {g.get('driver')})" for g in found) or "none found"
+    packages = [f"{k} {v}" for k, v in (as_object(p.get("packages")) or {}).items() if v]
+    argv = [str(a) for a in as_list(p.get("argv"))]
     hashes = "matches" if view.hashes_match else "DOES NOT match: the manifest was edited after the run"
     rows = [
         ("host", f"{p.get('hostname', '-')} · {p.get('os', '-')} · {p.get('cpus', '-')} CPUs"),
         ("GPUs", gpus),
         ("software", " · ".join([f"Python {p.get('python', '-')}", *packages, f"diagbench {p.get('diagbench', '-')}"])),
-        ("git", p.get("git_sha") or "-"),
-        ("command", shlex.join(["diagbench", *(p.get("argv") or [])[1:]]) if p.get("argv") else "-"),
+        ("git", str(p.get("git_sha") or "-")),
+        ("command", shlex.join(["diagbench", *argv[1:]]) if argv else "-"),
         ("started", view.created_at or "-"),
         ("spec sha256", view.spec_sha256 or "-"),
     ]

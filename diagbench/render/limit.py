@@ -21,7 +21,7 @@ from diagbench.render.htmlkit import Html, el
 from diagbench.render.report import OUTCOME_STYLE
 from diagbench.render.triage import price_text
 from diagbench.spec.plan import PlannedAttempt
-from diagbench.vocab import TextOrJson, assert_never
+from diagbench.vocab import TextOrJson, assert_never, outcome_label
 
 __all__ = ["LimitProgress", "answer", "limit_as", "limit_markdown", "limit_section_html", "render_limit"]
 
@@ -74,7 +74,7 @@ class LimitProgress(QuietEvents):
 def _label(step: Step | None) -> str:
     if step is None:
         return ""
-    return step.outcome + (f":{step.failure_class}" if step.failure_class else "")
+    return outcome_label(step.outcome, step.failure_class)
 
 
 def answer(limit: Limit) -> list[tuple[str, str]]:
@@ -128,7 +128,8 @@ def _table(limit: Limit, width: int | None) -> RenderableType:
     columns = [
         Column("value", [Text(c[0]) for c in cells]),
         Column(
-            "outcome", [Text(c[1], style=OUTCOME_STYLE.get(s.outcome, "")) for c, s in zip(cells, steps, strict=True)]
+            "outcome",
+            [Text(c[1], style=OUTCOME_STYLE.get(s.outcome.value, "")) for c, s in zip(cells, steps, strict=True)],
         ),
         Column(
             "verdict", [Text(c[2], style=_VERDICT_STYLE.get(s.verdict, "")) for c, s in zip(cells, steps, strict=True)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Any
 
 from diagbench.errors import UserError
+from diagbench.jsonvalue import JSON, as_object
 from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, NOT_READY, OUTCOMES, LogOutcome
 
 __all__ = ["NAMES", "VOCAB", "load_schema", "schema_text", "vocabulary"]
@@ -24,7 +24,7 @@ VOCAB = "vocab.json"
 _ID = "https://diagbench.invalid/schemas/"
 
 
-def vocabulary() -> dict[str, Any]:
+def vocabulary() -> dict[str, JSON]:
     """vocab.json as vocab.py defines it: the words every schema refers to."""
     launched = "|".join(o for o in CONDITION_OUTCOMES if o != NOT_READY)
     condition = f"^({NOT_READY}|({launched})(:({'|'.join(FAILURE_CLASSES)}))?)(@.+)?$"
@@ -57,22 +57,20 @@ def schema_text(name: str) -> str:
     return json.dumps(load_schema(name), indent=2) + "\n"
 
 
-def load_schema(name: str) -> dict[str, Any]:
+def load_schema(name: str) -> dict[str, JSON]:
     """The schema with the vocabulary it refers to bundled into its own `$defs`."""
     if name not in NAMES:
         raise UserError(f"unknown schema '{name}' (choose one of: {', '.join(NAMES)})")
-    schema: dict[str, Any] = json.loads(_shipped(f"{name}.json"))
-    words: dict[str, Any] = json.loads(_shipped(VOCAB))["$defs"]
-    bundled: dict[str, Any] = _local_refs(schema)
-    bundled.setdefault("$defs", {}).update(words)
-    return bundled
+    bundled = as_object(_local_refs(json.loads(_shipped(f"{name}.json")))) or {}
+    words = as_object(json.loads(_shipped(VOCAB))["$defs"]) or {}
+    return {**bundled, "$defs": {**(as_object(bundled.get("$defs")) or {}), **words}}
 
 
 def _shipped(filename: str) -> str:
     return (resources.files("diagbench.schemas") / filename).read_text(encoding="utf-8")
 
 
-def _local_refs(node: Any) -> Any:
+def _local_refs(node: JSON) -> JSON:
     """`vocab.json#/$defs/X` -> `#/$defs/X`, everywhere in `node`."""
     if isinstance(node, dict):
         return {

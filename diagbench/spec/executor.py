@@ -19,6 +19,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import SpecError, UserError
+from diagbench.jsonvalue import JSON
 
 if TYPE_CHECKING:  # the settings are read by every command line (--executor), which loads no YAML
     from diagbench.yamlsrc import Src
@@ -127,7 +128,7 @@ class ExecutorSpec:
             return () if key.type is KeyType.WORDS else None
         return key.read(setting)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """The kind and its settings as given (a spec's, in the manifest's copy of the spec)."""
         return {"kind": self.resolved_kind, **{k: s.value for k, s in self.settings.items()}}
 

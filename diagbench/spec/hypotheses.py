@@ -8,8 +8,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.spec.matrix import Axis, Cell, parse_selector
 from diagbench.vocab import (
     CONDITION_OUTCOMES,
@@ -74,7 +74,7 @@ class Hypothesis:
     refuted_if: tuple[Condition, ...]
     meaning: Mapping[str, str]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {
             "id": self.id,
             "claim": self.claim,
@@ -85,15 +85,15 @@ class Hypothesis:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Hypothesis:
+    def from_json(cls, data: JSONObject) -> Hypothesis:
         """Read back from a manifest; a malformed entry raises KeyError, TypeError or ValueError."""
         return cls(
             id=_string(data["id"]),
             claim=_string(data.get("claim", "")),
             when=_selector_of(data.get("when", {})),
-            supported_if=tuple(_condition_of(c) for c in data.get("supported_if", [])),
-            refuted_if=tuple(_condition_of(c) for c in data.get("refuted_if", [])),
-            meaning={_string(k): _string(v) for k, v in data.get("meaning", {}).items()},
+            supported_if=tuple(_condition_of(c) for c in _array(data.get("supported_if", []))),
+            refuted_if=tuple(_condition_of(c) for c in _array(data.get("refuted_if", []))),
+            meaning={k: _string(v) for k, v in _object(data.get("meaning", {})).items()},
         )
 
 
@@ -103,19 +103,18 @@ class Expectation:
     when: Mapping[str, tuple[str, ...]]
     outcome: tuple[Condition, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {"when": {k: list(v) for k, v in self.when.items()}, "outcome": [str(c) for c in self.outcome]}
 
     @classmethod
-    def from_json(cls, index: int, data: Mapping[str, Any]) -> Expectation:
+    def from_json(cls, index: int, data: JSON) -> Expectation:
+        data = _object(data)
         return cls(
-            index,
-            _selector_of(data.get("when", {})),
-            tuple(_condition_of(c) for c in data.get("outcome", [])),
+            index, _selector_of(data.get("when", {})), tuple(_condition_of(c) for c in _array(data.get("outcome")))
         )
 
 
-def _condition_of(text: str) -> Condition:
+def _condition_of(text: JSON) -> Condition:
     label, at, site = _string(text).partition("@")
     outcome, _, cls = label.partition(":")
     failure_class = FailureClass.of(cls) if cls else None
@@ -124,11 +123,23 @@ def _condition_of(text: str) -> Condition:
     return Condition(outcome if outcome == NOT_READY else Outcome(outcome), failure_class, site if at else None)
 
 
-def _selector_of(data: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    return {_string(k): tuple(_string(label) for label in v) for k, v in data.items()}
+def _selector_of(data: JSON) -> dict[str, tuple[str, ...]]:
+    return {k: tuple(_string(label) for label in _array(v)) for k, v in _object(data).items()}
 
 
-def _string(value: Any) -> str:
+def _object(value: JSON) -> JSONObject:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected a mapping, got {value!r}")
+    return value
+
+
+def _array(value: JSON) -> Sequence[JSON]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {value!r}")
+    return value
+
+
+def _string(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {value!r}")
     return value

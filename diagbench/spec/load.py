@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from diagbench.errors import UserError
+from diagbench.jsonvalue import JSON
 from diagbench.logs.decision import ReadyRule
 from diagbench.logs.server_names import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs
@@ -136,7 +137,7 @@ class Spec:
             cells=cells,
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         """The spec as loaded, for the manifest (labels as written)."""
         s = self.server
         return {

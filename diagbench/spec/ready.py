@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from diagbench.jsonvalue import JSON
 from diagbench.spec.checks import ENV_PLACEHOLDERS, check_placeholders
 from diagbench.yamlsrc import Src
 
@@ -35,7 +36,7 @@ class ReadyRequest:
     def label(self) -> str:
         return f"{self.method} {self.path}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         fields = {"method": self.method, "path": self.path, "json": self.body, "status": self.status}
         return {**fields, "timeout_s": self.timeout}
 

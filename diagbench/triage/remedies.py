@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.logs.server_names import SERVERS
 from diagbench.spec.ready import ReadyRequest, parse_request
 from diagbench.vocab import FAILURE_CLASSES, OUTCOMES
@@ -75,7 +76,7 @@ class Change:
         out += [f"+ {name}={value}" for name, value in self.env.items()]
         return out + [f"- {name}" for name in self.unset]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         data: dict[str, Any] = {"add": list(self.add), "remove": list(self.remove), "set": dict(self.set)}
         data |= {"env": dict(self.env), "unset": list(self.unset)}
         if self.scale:

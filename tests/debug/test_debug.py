@@ -62,13 +62,12 @@ def test_launch_blocking_names_the_kernels_launch_beside_the_vague_error(debugs)
     assert found.before is not None and found.after is not None
     assert found.before.line == found.after.line == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert found.sharper is not None
-    assert (found.sharper["kind"], found.sharper["text"]) == (
+    assert (found.sharper.kind, found.sharper.text) == (
         "frame",
         'File "kernels/paged_attention.py", line 42, in forward',
     )
     assert (
-        found.sharper["why"]
-        == "the failure is raised at another place: kernels/paged_attention.py:42 (was engine.py:120)"
+        found.sharper.why == "the failure is raised at another place: kernels/paged_attention.py:42 (was engine.py:120)"
     )
     assert found.debug_command is not None and found.debug_command.startswith("CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG=1 ")
     assert Status.SHARPER.exit_code == 0
@@ -78,8 +77,8 @@ def test_ncclS_warn_line_is_the_sharper_line(debugs):
     found = debugs("'--rule=NCCL_DEBUG=INFO=>nccl-info' '--rule==>nccl'")
     assert found.status is Status.SHARPER and found.failure_class == "nccl"
     assert "+ NCCL_DEBUG=INFO" in [s.change for s in found.settings]
-    assert found.sharper is not None and (found.sharper["kind"], found.sharper["set"]) == ("found", "nccl.debug-info")
-    assert found.sharper["text"].endswith(
+    assert found.sharper is not None and (found.sharper.kind, found.sharper.set) == ("found", "nccl.debug-info")
+    assert found.sharper.text.endswith(
         "misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43127> failed : Software caused connection abort"
     )
 
@@ -123,7 +122,7 @@ def test_a_users_set_with_its_own_line_and_a_wrapper(debugs, tmp_path: Path):
     assert "team.sanitizer: a wrapper, launched only with --sanitizer" in without.notes
     found = debugs("'--rule==>illegal'", sets=(sets,), sanitizer=True)
     assert found.status is Status.SHARPER and found.sharper is not None
-    assert (found.sharper["set"], found.sharper["text"]) == (
+    assert (found.sharper.set, found.sharper.text) == (
         "team.sanitizer",
         "========= Invalid __global__ read of size 4 bytes",
     )

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 from conftest import FAKE, write_spec
 from diagbench.judge.underneath import PhaseShift, compare_environments, phase_shifts
@@ -28,7 +29,7 @@ def server_venv(folder: Path, packages: dict[str, str]) -> Path:
     return folder / "bin" / "python"
 
 
-def env_of(packages: dict[str, str], driver: str = "580.1", **variables: str) -> dict[str, object]:
+def env_of(packages: dict[str, str], driver: str = "580.1", **variables: str) -> dict[str, Any]:
     dists = [{"name": n, "version": v, "origin": {"kind": "index"}} for n, v in packages.items()]
     python: dict[str, object] = {"interpreter": "/v/bin/python", "python": "3.12.1", "distributions": dists}
     python["torch"] = {"torch": packages.get("torch"), "cuda_runtime": "12.8", "nccl": "2.27.3"}

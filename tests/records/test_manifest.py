@@ -125,7 +125,8 @@ def test_a_record_of_an_attempt_that_never_launched_is_the_same_whoever_planned_
 
 
 def test_the_failure_classes_are_the_words_the_schemas_accept() -> None:
-    pattern = load_schema("manifest")["$defs"]["condition"]["pattern"]
+    schema: Any = load_schema("manifest")
+    pattern = schema["$defs"]["condition"]["pattern"]
     words = pattern.split("(:(")[1].split("))")[0].split("|")
     assert words == [c.value for c in FailureClass] == list(FAILURE_CLASSES)
     assert FailureClass.of("oom") is FailureClass.OOM and FailureClass.of("ooms") is None

@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -70,7 +71,7 @@ def demo(tmp_path: Path) -> Path:
     """The demo's six cells as the simulator ends them, in a run directory with a long path."""
     run_dir = RunDir(tmp_path / ("a-rather-long-folder-name-" * 3) / "20261203-040927-demo-compile-isolation")
     (run_dir.path / "cells").mkdir(parents=True)
-    attempts = []
+    attempts: list[Any] = []
     for i, (kernel, compile_, graphs) in enumerate(CELLS, 1):
         name = f"{i:03d}-kernel-{kernel}.compile-{compile_}.max_bs-32.inductor_graphs-{graphs}-r1"
         params = {"kernel": kernel, "compile": compile_, "max_bs": "32", "inductor_graphs": graphs}

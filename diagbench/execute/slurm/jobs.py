@@ -13,9 +13,9 @@ import shlex
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from diagbench.execute.slurm.keys import ARGS, PARTITION, PYTHON, SETUP, TIME
+from diagbench.jsonvalue import JSON
 from diagbench.spec.executor import ExecutorSpec
 from diagbench.spec.load import ServerSpec
 
@@ -61,7 +61,7 @@ class SlurmSettings:
         options.append("--no-requeue")
         return [*options, *self.args]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JSON]:
         return {**asdict(self), "walltime": walltime(self.walltime_s), "args": list(self.args)}
 
 
