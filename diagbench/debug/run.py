@@ -11,10 +11,10 @@ from pathlib import Path
 
 from diagbench.debug.plan import class_word, plan_debug
 from diagbench.debug.problem import DebugProblem
-from diagbench.debug.record import FILENAME, Debug, Seen, Status
+from diagbench.debug.record import FILENAME, Debug, Seen, Status, read_debug
 from diagbench.debug.sets import DebugCatalogue
 from diagbench.debug.sharper import find_sharper
-from diagbench.errors import UserError
+from diagbench.errors import RecordError, UserError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.limit.launches import Interrupted, Launcher, LaunchOptions, WriteFailed, check_launchable
@@ -48,10 +48,9 @@ def debug(
     shown = launcher.secrets.log(problem.shown())
     try:
         found = _run(problem, launcher, shown)
-    except (Interrupted, KeyboardInterrupt):
-        found = Debug(
-            Status.INTERRUPTED, "interrupted: the launches that ended are recorded", shown, None, problem.server, None
-        )
+    except (Interrupted, KeyboardInterrupt):  # what was known before the debug launch, else the bare facts
+        why = "interrupted: the launches that ended are recorded"
+        found = _partial(launcher.run_dir.path) or Debug(Status.INTERRUPTED, why, shown, None, problem.server, None)
     except WriteFailed as failed:
         found = Debug(Status.WRITE_FAILED, f"stopped: {failed}", shown, None, problem.server, None)
     finally:
@@ -83,6 +82,7 @@ def _run(problem: DebugProblem, launcher: Launcher, shown: str) -> Debug:
         why = f"the command did not run to a failure ({before[0].label}: {before[0].reason})"
         return Debug(Status.UNDECIDED, why, shown, None, problem.server, None, before=seen(before[0]))
     server = problem.server or detect_server(before[1], problem.spec.server.signatures)
+    path = launcher.run_dir.path / FILENAME
     return debug_failure(
         problem.catalogue,
         problem.wrappers,
@@ -92,6 +92,7 @@ def _run(problem: DebugProblem, launcher: Launcher, shown: str) -> Debug:
         lambda launch: relaunch(launch, True),
         launcher.secrets,
         shown,
+        lambda partial: write_json(path, partial.to_json()),
     )
 
 
@@ -104,8 +105,10 @@ def debug_failure(
     relaunch: Relaunch,
     secrets: Redactor,
     shown: str,
+    keep: Callable[[Debug], None] | None = None,
 ) -> Debug:
-    """The failing launch `before` launched again with the settings its failure calls for."""
+    """The failing launch `before` launched again with the settings its failure calls for;
+    `keep` puts what is known on disk before the debug launch (a Ctrl-C there leaves it)."""
     record = before[0]
     word = class_word(record)
     plan = plan_debug(catalogue, launch, server, record, wrappers)
@@ -117,6 +120,9 @@ def debug_failure(
         fix = " (add your own with --debug-sets FILE; `diagbench debug -h` says how)"
         return Debug(Status.NO_SETTINGS, why + fix, shown, None, server, word, before=first, notes=plan.notes)
     debug_command = secrets.log(_shown(plan.launch))
+    if keep is not None:
+        why = "stopped before the debug launch ended (interrupted, or diagbench was killed)"
+        keep(Debug(Status.INTERRUPTED, why, shown, debug_command, server, word, plan.settings, first, notes=plan.notes))
     after = relaunch(plan.launch)
     second = seen(after[0])
     sharper = find_sharper(before, after, plan.sets) if _decided(after[0]) else None
@@ -124,6 +130,14 @@ def debug_failure(
     status, reason = _status(after[0], sharp is not None)
     notes = (*plan.notes, *_notes(record, after[0], sharp is not None))
     return Debug(status, reason, shown, debug_command, server, word, plan.settings, first, second, sharp, notes)
+
+
+def _partial(run: Path) -> Debug | None:
+    """The debug.json written before the debug launch, if any."""
+    try:
+        return read_debug(run)
+    except RecordError:
+        return None
 
 
 def _decided(record: AttemptRecord) -> bool:

@@ -150,6 +150,7 @@ class _Runner:
         """--debug: the command's failure launched once more with the debug settings it calls for,
         before any remedy; debug.json beside triage.json (the issue report carries it)."""
         from diagbench.debug.record import FILENAME as DEBUG_FILE
+        from diagbench.debug.record import Debug
         from diagbench.debug.run import debug_failure
 
         failing = next((r for r in records if r.outcome is not Outcome.READY and r.outcome.ran), None)
@@ -166,10 +167,15 @@ class _Runner:
         before = (failing, self.run_dir.cells / failing.attempt / "server.log")
         secrets = spec_redactor(dataclasses.replace(self.problem.spec, cells=tuple(self.cells)))
         shown = secrets.log(self.problem.shown())
+        path = self.run_dir.path / DEBUG_FILE
+
+        def keep(partial: Debug) -> None:  # on disk before the debug launch: a Ctrl-C there leaves it
+            write_json(path, partial.to_json())
+
         found = debug_failure(
-            catalogue, self.options.sanitizer, self.problem.launch, self.server, before, relaunch, secrets, shown
+            catalogue, self.options.sanitizer, self.problem.launch, self.server, before, relaunch, secrets, shown, keep
         )
-        write_json(self.run_dir.path / DEBUG_FILE, found.to_json())
+        write_json(path, found.to_json())
 
     def register(self, batch: Sequence[Candidate]) -> None:
         """Pre-register the batch's claims in the manifest before any of it launches."""

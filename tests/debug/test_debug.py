@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from conftest import run_cli, wait_gone
+from conftest import diagbench_argv, run_cli, wait_gone, wait_until
 from diagbench.debug.problem import from_command
 from diagbench.debug.record import Debug, Status, read_debug
 from diagbench.debug.run import debug
@@ -133,6 +135,24 @@ def test_secrets_in_the_command_never_reach_debug_json(debugs):
     found = debugs(SHARP, env="MY_SVC_KEY=hunter2-very-secret-value HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123")
     text = json.dumps(found.to_json())
     assert "hunter2-very-secret-value" not in text and "hf_abcdefghijklmnopqrstuvwxyz0123" not in text
+
+
+def test_ctrl_c_in_the_debug_launch_keeps_the_first_and_the_settings_and_exits_130(tmp_path: Path):
+    command = f"{SERVER} '--rule=CUDA_LAUNCH_BLOCKING=1=>hang' '--rule==>illegal'"  # the debug launch hangs
+    argv = diagbench_argv("debug", command, "--ready", "fired up", "--run-id", "c", "--grace", "2s")
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = tmp_path / "runs" / "c"
+    wait_until(lambda: list(run.glob("cells/001-*/server.log")), what="the debug launch")
+    wait_until(lambda: "Load weight begin" in next(run.glob("cells/001-*/server.log")).read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    found = read_debug(run)
+    assert found is not None and found.status is Status.INTERRUPTED and found.after is None
+    assert found.before is not None and found.before.failure_class == "illegal_memory_access"
+    assert [s.change for s in found.settings] == ["+ CUDA_LAUNCH_BLOCKING=1", "+ TRITON_DEBUG=1"]
+    wait_gone(run)
+    assert_schemas_hold(run)
 
 
 def test_the_cli_prints_debug_json_and_report_renders_it(tmp_path: Path):
