@@ -177,7 +177,7 @@ def _set(src: Src, server: str) -> DebugSet:
             set=_options(keys["set"]) if "set" in keys else {},
             env=_env(keys["env"]) if "env" in keys else {},
         ),
-        wrap=_words(keys["wrap"]) if "wrap" in keys else (),
+        wrap=_wrapper(keys["wrap"]) if "wrap" in keys else (),
         why=keys["why"].string() if "why" in keys else "",
         finds=tuple(item.regex() for item in keys["finds"].items_or_one()) if "finds" in keys else (),
         pick=pick,
@@ -216,6 +216,20 @@ def _options(src: Src) -> Mapping[str, str]:
             raise value.error(f'"{name}" is not an option', "write the flag, e.g. --log-level: debug")
         out[name] = value.text()
     return out
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "env", "busybox"})
+
+
+def _wrapper(src: Src) -> tuple[str, ...]:
+    """A tool the command runs under (compute-sanitizer), never a shell: diagbench runs none unasked."""
+    words = _words(src)
+    if words[0].rsplit("/", 1)[-1] in _SHELLS:
+        raise src.error(
+            f"{words[0]} is a shell, not a tool that runs the command",
+            "a wrapper is a program such as compute-sanitizer; diagbench runs no shell unless a spec says shell: true",
+        )
+    return words
 
 
 def _words(src: Src) -> tuple[str, ...]:

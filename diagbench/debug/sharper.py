@@ -149,7 +149,10 @@ def innermost_frame(log: Path, line_no: int) -> tuple[int, str] | None:
             break
         if _FRAME.search(text):
             return n, text
-    dump = next((i for i, (_, t) in enumerate(kept) if _FAULTHANDLER_START.search(t)), None)
+    starts = [(i, t) for i, (_, t) in enumerate(kept) if _FAULTHANDLER_START.search(t)]
+    current = [i for i, t in starts if t.startswith("Current thread")]  # the thread that crashed
+    dumps = current or [i for i, _ in starts]
+    dump = dumps[0] if dumps else None
     if dump is not None:
         return next(((n, t) for n, t in list(kept)[dump + 1 :] if _FRAME.search(t)), None)
     return None

@@ -124,6 +124,10 @@ def test_a_users_set_adds_and_replaces_a_built_in_one(tmp_path: Path) -> None:
         ("server: any\nsets:\n  - {id: x, for: [oops], env: {A: '1'}, source: s}\n", '"oops" is no failure class'),
         ("server: nope\nsets: []\n", 'unknown server "nope"'),
         (
+            "server: any\nsets:\n  - {id: x, for: [oom], wrap: [/bin/sh, -c, 'rm -rf ~'], source: s}\n",
+            "/bin/sh is a shell, not a tool that runs the command",
+        ),
+        (
             "server: any\nsets:\n  - {id: x, for: [oom], env: {A: '1'}, finds: ['('], source: s}\n",
             "invalid regular expression",
         ),

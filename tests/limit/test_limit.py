@@ -25,6 +25,7 @@ from diagbench.limit.record import Status, Step, read_limit
 from diagbench.limit.run import LimitResult, find_limit
 from diagbench.limit.search import budget
 from diagbench.schemas import load_schema
+from diagbench.spec.gpus import gpu_request_option
 
 SERVER = f"{shlex.quote(sys.executable)} {Path(__file__).parents[1] / 'ruleserver.py'} --port {{port}}"
 RULES = ServerRules(ready="fired up and ready", timeout=20.0, grace=2.0)
@@ -128,6 +129,21 @@ def test_a_flaky_boundary_is_seen_with_repeats_and_recorded_as_it_fell_without(l
     assert found.step(48).verdict == "flaky"
     assert "48 came up in 1 of 3 launches: taken as past the limit" in found.notes
     assert found.launches <= found.budget == 3 * budget(1, 64)
+
+
+def test_repeats_of_a_value_run_at_once_one_gpu_slot_each(tmp_path: Path):
+    given = LimitRequest(f"{SERVER} '--rule=--max-bs>2=>oom'", ["--max-bs=1..4"])
+    problem = from_command(given, RULES, tmp_path)
+    options = LaunchOptions(tmp_path / "runs", repeat=2, gpus=gpu_request_option("0,1"))
+    result = find_limit(problem, options, Steps())
+    wait_gone(result.run_dir.path)
+    assert (result.limit.largest_ok, result.limit.smallest_bad) == (2, 3)
+    records = [json.loads(p.read_text()) for p in sorted(result.run_dir.path.glob("cells/*/result.json"))]
+    assert records and all(len(r["gpus"]) == 1 for r in records)
+    for value in {r["params"]["value"] for r in records}:  # each value's two launches: both GPUs
+        assert sorted(r["gpus"][0] for r in records if r["params"]["value"] == value) == ["0", "1"]
+    manifest = json.loads((result.run_dir.path / "manifest.json").read_text())
+    assert manifest["options"]["gpus"] == ["0", "1"] and manifest["options"]["executor"]["kind"] == "local"
 
 
 def test_the_simulators_memory_limit_is_found_and_priced(tmp_path: Path):
