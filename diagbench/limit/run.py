@@ -144,7 +144,8 @@ class _Runner:
         end = p.lo if p.smallest else p.hi
         if status is Status.FOUND and conclusion.limit == end and p.lo != p.hi:
             out.append(
-                f"{'LO' if p.smallest else 'HI'} itself came up: the limit may lie beyond {end} (widen the range)"
+                f"{'LO' if p.smallest else 'HI'} itself came up: the limit may lie beyond {end} (widen the range, "
+                f"and check that the command reads {p.knob.name}: one that ignores it comes up everywhere)"
             )
         for value in conclusion.flaky:
             step = next(s for s in self.steps if s.value == value)
