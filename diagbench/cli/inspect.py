@@ -6,13 +6,14 @@ import sys
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from diagbench.cli.app import app, err, guarded, out, show
 from diagbench.cli.checks import check_launchable, say_problems
 from diagbench.cli.conventions import complete_only
+from diagbench.jsonvalue import JSONObject
 from diagbench.vocab import DiffFormat, ExitCode, ReportFormat, TextOrJson
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def plan(
         raise typer.Exit(ExitCode.USAGE)
 
 
-def _environment(spec: Spec, only: list[str]) -> dict[str, Any] | None:
+def _environment(spec: Spec, only: list[str]) -> JSONObject | None:
     """The first planned cell's server environment, as `run` will record it."""
     from diagbench.launch.environment import attempt_environments
     from diagbench.spec.matrix import parse_only, select_cells

@@ -10,6 +10,7 @@ from pathlib import Path
 from diagbench.debug.sets import DebugCatalogue, load_sets
 from diagbench.isolate.factors import Config, shown_command
 from diagbench.isolate.problem import ServerRules
+from diagbench.jsonvalue import JSON
 from diagbench.limit.launches import command_spec, read_command
 from diagbench.spec.load import Spec
 from diagbench.triage.apply import Launch
@@ -35,7 +36,7 @@ def from_command(
 ) -> DebugProblem:
     pasted = read_command(command, server)
     catalogue = load_sets(sets)
-    entry: dict[str, object] = {
+    entry: dict[str, JSON] = {
         "command": shown_command(Config(pasted.launch.argv, pasted.launch.env, {})),
         "server": pasted.server,
     }

@@ -4,17 +4,15 @@ settings here, before anything is written; nothing here knows any kind but local
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import RecordError, UserError
 from diagbench.execute.executors import kinds, owner_of, plugin_for
 from diagbench.execute.plugin import Build, ExecutorPlugin, Settled
 from diagbench.execute.scheduler import Executor
 from diagbench.execute.slots import SlotPlan
-from diagbench.jsonvalue import JSON
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.store import read_manifest
 from diagbench.spec.executor import LOCAL, ExecutorSpec, Setting
 from diagbench.spec.gpus import GpuRequest
@@ -131,7 +129,7 @@ def _resumed(spec: Spec, run: Path, given: ExecutorSpec) -> ExecutorSpec:
     return _plugin(kind, None).resumed(spec, recorded, given, run)
 
 
-def _recorded(run: Path) -> Mapping[str, Any]:
+def _recorded(run: Path) -> JSONObject:
     """The executor settings a run was started with (an older run without them ran here)."""
     try:
         return read_manifest(run).settings.executor or {"kind": LOCAL}

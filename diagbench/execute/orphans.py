@@ -14,10 +14,10 @@ import json
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import DiagbenchError
 from diagbench.execute.executors import on_this_host
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.launch.tags import me, running
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import not_launched
@@ -149,22 +149,23 @@ def _record(run_dir: Path, planned: PlannedEntry, owner: int | None, by: str, at
     )
     try:
         write_json(folder / "result.json", record.to_json())
-        entry = {"at": at, "by": by, "by_pid": me().pid, "attempt": attempt, "owner_pid": owner}
+        entry: dict[str, JSON] = {"at": at, "by": by, "by_pid": me().pid, "attempt": attempt, "owner_pid": owner}
         append_to_log(run_dir, {**entry, "killed": [], "left_behind": []})  # as a sweep's: nothing was left
     except DiagbenchError as exc:  # an unwritable run directory must not stop the sweep
         return Orphan(run_dir, attempt, owner, None, f"not recorded: {exc}")
     return Orphan(run_dir, attempt, owner, folder / "result.json", f"written to {run_dir / CLEANUP_LOG}")
 
 
-def append_to_log(run_dir: Path, entry: dict[str, Any]) -> None:
+def append_to_log(run_dir: Path, entry: JSONObject) -> None:
     """Append to the run's cleanup.json: every sweep of it, record or not."""
     path = run_dir / CLEANUP_LOG
     entries = _read_json(path)
     write_json(path, [*(entries if isinstance(entries, list) else []), entry])
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> JSON:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        read: JSON = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    return read

@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import DiagbenchError
 from diagbench.execute.orphans import CLEANUP_LOG, Orphan, append_to_log, record_orphans
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.launch.ports import remove_stale_leases
 from diagbench.launch.process import Teardown
 from diagbench.launch.reaper import Stray, find_strays, leaked_folders, remove_folder, stop_stray
@@ -162,7 +162,7 @@ def _record(stray: Stray, teardown: Teardown, at: str, by: str, manifest: Manife
 
 
 def _log(stray: Stray, teardown: Teardown, at: str, by: str) -> None:
-    entry = {
+    entry: dict[str, JSON] = {
         "at": at,
         "by": by,
         "by_pid": me().pid,
@@ -174,7 +174,7 @@ def _log(stray: Stray, teardown: Teardown, at: str, by: str) -> None:
     append_to_log(stray.tag.run_dir, entry)
 
 
-def _killed_json(k: Killed) -> dict[str, Any]:
+def _killed_json(k: Killed) -> JSONObject:
     return {"pid": k.pid, "name": k.name, "signal": k.signal}
 
 

@@ -100,7 +100,7 @@ def from_between(
         derive(good, good, env, env), base, span.package, tuple(map(str, versions)), EnvCache(base_python=python)
     )
     space = dataclasses.replace(space, notes=tuple(notes), report=report)
-    extra: dict[str, object] = {"between": between, "good_deps": base.source if base else None}
+    extra = {"between": between, "good_deps": base.source if base else None}
     return command_problem(space, rules, cwd, extra)
 
 

@@ -144,5 +144,5 @@ def from_packages(
         raise UserError(f"{missing}: needed with the other (or use --between PKG==A..B to walk one package)")
     good_deps, bad_deps = read_deps("--good-deps", deps[0], cwd), read_deps("--bad-deps", deps[1], cwd)
     space = package_space(good, bad, envs, good_deps, bad_deps, report=report)
-    extra: dict[str, object] = {"good_deps": good_deps.source, "bad_deps": bad_deps.source}
+    extra = {"good_deps": good_deps.source, "bad_deps": bad_deps.source}
     return command_problem(space, rules, cwd, extra)

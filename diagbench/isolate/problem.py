@@ -12,6 +12,7 @@ from pathlib import Path
 from diagbench.errors import SpecError, UserError
 from diagbench.isolate.axes import axis_space
 from diagbench.isolate.factors import CommandSpace, Config, Space, derive, shown_command
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, load_packs
 from diagbench.spec.load import COMPILE_CACHE_VARS, DEFAULT_GRACE_S, DEFAULT_TIMEOUT_S, ServerSpec, Spec
 
@@ -67,13 +68,13 @@ def from_commands(
     return command_problem(derive(good, bad, good_env, bad_env), rules, cwd, {})
 
 
-def command_problem(space: Space, rules: ServerRules, cwd: Path, extra: dict[str, object]) -> Problem:
+def command_problem(space: Space, rules: ServerRules, cwd: Path, extra: JSONObject) -> Problem:
     """An isolation between two command lines (and, for packages, two environments: `extra` says which)."""
     _need_factors(space)
     server = _server(rules, cwd)
     if server.ready_http is not None and server.ready_http.startswith("/") and not _has_port(_command_space(space)):
         raise UserError("--http asks 127.0.0.1:{port}: put {port} where each command takes its port")
-    request = {
+    request: dict[str, JSON] = {
         "good": shown_command(space.configuration(())),
         "bad": shown_command(space.configuration([f.name for f in space.factors])),
         "ready": rules.ready,

@@ -10,14 +10,14 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from diagbench import __version__
+from diagbench.jsonvalue import JSON
 from diagbench.launch import gpu
 from diagbench.records.redact import redact_argv
 
 
-def collect(cwd: Path) -> dict[str, Any]:
+def collect(cwd: Path) -> dict[str, JSON]:
     return {
         "hostname": socket.gethostname(),
         "os": platform.platform(),

@@ -9,7 +9,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import UserError
 from diagbench.execute.cancel import Cancel
@@ -21,6 +20,7 @@ from diagbench.execute.slots import SlotPlan
 from diagbench.isolate.pasted import split_command
 from diagbench.isolate.prober import Interrupted, WriteFailed
 from diagbench.isolate.problem import ServerRules, server_spec
+from diagbench.jsonvalue import JSONObject
 from diagbench.launch import host
 from diagbench.launch.environment import attempt_environments
 from diagbench.launch.preflight import preflight
@@ -80,7 +80,7 @@ def read_command(command: str, server: str | None) -> CommandLine:
     return CommandLine(Launch(argv, env), name)
 
 
-def command_spec(word: str, cwd: Path, request: dict[str, Any], rules: ServerRules, server: str | None) -> Spec:
+def command_spec(word: str, cwd: Path, request: JSONObject, rules: ServerRules, server: str | None) -> Spec:
     """The spec a command records its request under; a server the log reader knows decides by
     its own ready lines."""
     serving = dataclasses.replace(server_spec(rules, cwd), kind=server if server in SERVERS else None)
@@ -116,7 +116,7 @@ class Launcher:
             executor=placement.to_json(),
         )
         self.facts = host.collect(spec.path.resolve().parent)
-        self.environment: tuple[Mapping[str, Any] | None, Mapping[str, Mapping[str, Any]]] = (None, {})
+        self.environment: tuple[JSONObject | None, Mapping[str, JSONObject]] = (None, {})
         self.executor = placement.executor(Build(spec, self.run_dir, self.slots))
         self._write_manifest()
         events.on_open(self.run_dir, [])

@@ -11,6 +11,7 @@ from pathlib import Path
 from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, shown_command
 from diagbench.isolate.problem import ServerRules
+from diagbench.jsonvalue import JSON
 from diagbench.limit.launches import command_spec, read_command
 from diagbench.spec.load import Spec
 from diagbench.spec.ready import ReadyRequest
@@ -83,7 +84,7 @@ def from_command(given: LimitRequest, rules: ServerRules, cwd: Path) -> LimitPro
     price, smallest = given.price, given.smallest
     request = load_catalogue(given.remedies).requests.get(pasted.server or "")
     shown = shown_command(Config(pasted.launch.argv, pasted.launch.env, {}))
-    entry: dict[str, object] = {
+    entry: dict[str, JSON] = {
         "command": shown,
         "server": pasted.server,
         knob.flag: f"{knob.name}={lo}..{hi}",

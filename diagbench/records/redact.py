@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from diagbench import safetext
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.parts import Hang
 from diagbench.records.typed import build, plain
 from diagbench.sensitive import REDACTED, SECRET_URL, SHAPE, secret_flag, secret_name, tokens
@@ -82,7 +83,7 @@ class Redactor:
         envs: Iterable[Mapping[str, str | None]] = (),
         argvs: Iterable[Sequence[str]] = (),
         urls: Iterable[str] = (),
-        bodies: Iterable[Any] = (),
+        bodies: Iterable[JSON] = (),
     ) -> Redactor:
         """Learn the secret values set by name in these environments (a variable's, or a flag's
         inside a variable's value), command lines, URLs' queries and JSON bodies, and those of
@@ -156,16 +157,16 @@ class Redactor:
         the secrets inside other values: `EXTRA_ARGS="--api-key X"`, `SGLANG_ARGS="--token=X"`."""
         return {k: None if v is None else REDACTED if secret_name(k) and v else self.log(v) for k, v in env.items()}
 
-    def json(self, body: Any) -> Any:
+    def json(self, body: JSON) -> JSON:
         """A JSON body (a ready request's) with the values of secret-named keys blanked, at any
         depth (`{api_key: X}`, `{auth: {user: u, pass: p}}`), and other strings through `text`."""
         return _json_blanked(body, self.text, secret=False)
 
-    def deep(self, data: dict[str, Any]) -> dict[str, Any]:
+    def deep(self, data: JSONObject) -> dict[str, JSON]:
         """Every string value inside nested JSON data, through `text` (keys are left as written)."""
         return {k: _deep(v, self.text) for k, v in data.items()}
 
-    def values(self, data: Any) -> Any:
+    def values(self, data: JSON) -> JSON:
         """JSON data of any kind (a list of verdicts too) with every string value through `text`."""
         return _deep(data, self.text)
 
@@ -247,7 +248,7 @@ def _forms(value: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_KNOWN_CHARS}
 
 
-def _deep(data: Any, scrub: Callable[[str], str]) -> Any:
+def _deep(data: JSON, scrub: Callable[[str], str]) -> JSON:
     if isinstance(data, str):
         return scrub(data)
     if isinstance(data, list):
@@ -257,7 +258,7 @@ def _deep(data: Any, scrub: Callable[[str], str]) -> Any:
     return data
 
 
-def _json_blanked(data: Any, scrub: Callable[[str], str], secret: bool) -> Any:
+def _json_blanked(data: JSON, scrub: Callable[[str], str], secret: bool) -> JSON:
     if isinstance(data, dict):
         return {k: _json_blanked(v, scrub, secret or secret_name(str(k))) for k, v in data.items()}
     if isinstance(data, list):
@@ -267,7 +268,7 @@ def _json_blanked(data: Any, scrub: Callable[[str], str], secret: bool) -> Any:
     return scrub(data) if isinstance(data, str) else data
 
 
-def _json_secrets(data: Any, secret: bool) -> Iterable[str]:
+def _json_secrets(data: JSON, secret: bool) -> Iterable[str]:
     """The string and number values a JSON body gives to secret-named keys."""
     if isinstance(data, dict):
         for k, v in data.items():

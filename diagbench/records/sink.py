@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.records.redact import Redactor, learned
 
 __all__ = ["StreamBlanker", "document", "record", "secrets", "write_document"]
@@ -55,7 +56,7 @@ def document(text: str) -> str:
     return secrets().text(text)
 
 
-def record(data: Any) -> Any:
+def record(data: JSON) -> JSON:
     """JSON data as it may be written: every string value through `document` (keys as written)."""
     return secrets().values(data)
 

@@ -22,11 +22,12 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import RecordError, RunDirError, UserError, WriteError
+from diagbench.jsonvalue import JSON
 from diagbench.records import sink
 from diagbench.records.files import read_regular
 from diagbench.records.manifest import Manifest, NewerManifest
@@ -37,7 +38,7 @@ LOCK_FILE = ".lock"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: JSON) -> None:
     """Write atomically: a reader sees the old file or the whole new one, never half.
     Created like server.log (0644 less the umask): records and logs read alike. Every string
     in `data` passes the sinks' redaction (`records.sink`): no record holds a secret."""
@@ -101,7 +102,7 @@ class RunDir:
     def write_result(self, record: AttemptRecord) -> None:
         write_json(self.attempt_dir(record.attempt) / "result.json", record.to_json())
 
-    def write_verdicts(self, verdicts: list[dict[str, Any]]) -> None:
+    def write_verdicts(self, verdicts: Sequence[JSON]) -> None:
         write_json(self.path / "verdicts.json", verdicts)
 
 
@@ -301,7 +302,7 @@ def _read_record(path: Path) -> AttemptRecord:
     return record
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> dict[str, JSON]:
     """A JSON object from a regular file of sane size; RecordError says what is wrong."""
     try:
         data = json.loads(read_regular(path, MAX_RECORD_BYTES).decode("utf-8"))  # never through a link, nor a FIFO

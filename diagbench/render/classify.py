@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from diagbench.jsonvalue import JSON
 from diagbench.logs.classify import Classification
 from diagbench.logs.signatures import Signature, expand
 from diagbench.render.formats import Rendering, Shown
@@ -82,7 +83,7 @@ def render_signatures(signatures: Iterable[Signature]) -> Table:
     return table
 
 
-def signature_json(s: Signature) -> dict[str, Any]:
+def signature_json(s: Signature) -> dict[str, JSON]:
     """One signature, whole, with where its wording comes from."""
     return {
         "pack": s.pack,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from diagbench.jsonvalue import JSON
 from diagbench.judge.diff import Changes
 from diagbench.judge.view import RunView
 from diagbench.render.formats import Rendering, Shown
@@ -44,7 +44,7 @@ def render_diff(a: RunView, b: RunView, changes: Changes) -> str:
 
 
 def diff_json(a: RunView, b: RunView, changes: Changes) -> str:
-    data: dict[str, Any] = {
+    data: dict[str, JSON] = {
         "from": {"run_id": a.run_id, "path": str(a.path), "spec": a.spec_name, "spec_sha256": a.spec_sha256},
         "to": {"run_id": b.run_id, "path": str(b.path), "spec": b.spec_name, "spec_sha256": b.spec_sha256},
         "warnings": changes.warnings,

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from diagbench.debug.record import Debug
+from diagbench.jsonvalue import JSONObject
 from diagbench.judge.view import RunView
 from diagbench.records.parts import Hang
 from diagbench.records.record import AttemptRecord
@@ -89,7 +88,7 @@ def _title(view: RunView, facts: IssueFacts) -> str:
     return markdown(f"Launch report ({view.spec_name})")
 
 
-def _environment(env: Mapping[str, Any], asks: str | None) -> list[_Block]:
+def _environment(env: JSONObject, asks: str | None) -> list[_Block]:
     head = ["### Environment", ""]
     packages: list[str] = []
     if "variables" in env:  # the server's own (manifest `environment`): its words, then its packages

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.judge.decide import NOTHING_TO_DECIDE
 from diagbench.render.environment import environment_lines
 from diagbench.render.fit import fit_lines
@@ -21,7 +21,7 @@ _NO_STALL = "off (server.stall or --stall D ends a silent, idle attempt early)"
 
 
 def plan_as(
-    plan: Plan, format: TextOrJson, environment: Mapping[str, Any] | None = None, width: int | None = None
+    plan: Plan, format: TextOrJson, environment: JSONObject | None = None, width: int | None = None
 ) -> Rendering:
     """`plan`: every cell in words fitted to `width`, or one JSON object (`--json`)."""
     match format:
@@ -33,7 +33,7 @@ def plan_as(
             assert_never(format)
 
 
-def render_plan(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:
+def render_plan(plan: Plan, environment: JSONObject | None = None) -> str:
     port_word = "a free port per cell" if plan.port is None else str(plan.port)
     lines = [
         f"{plan.spec_name}: {len(plan.cells)} of {plan.cells_total} cell(s); port: {port_word}; cwd: {plan.cwd}",
@@ -74,9 +74,9 @@ def render_plan(plan: Plan, environment: Mapping[str, Any] | None = None) -> str
     return "\n".join(lines)
 
 
-def plan_json(plan: Plan, environment: Mapping[str, Any] | None = None) -> str:
+def plan_json(plan: Plan, environment: JSONObject | None = None) -> str:
     """`plan --json`: the same plan as data, one object."""
-    data: dict[str, Any] = {
+    data: dict[str, JSON] = {
         "spec": plan.spec_name,
         "path": str(plan.path),
         "cells_selected": len(plan.cells),

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from diagbench import safetext
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.judge.cells import cell_counts, repeated
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
@@ -275,9 +275,9 @@ def _markdown_cells(view: RunView) -> list[str]:
 # -- JSON -------------------------------------------------------------------------------
 
 
-def render_json(view: RunView, extra: Mapping[str, Any] | None = None) -> str:
+def render_json(view: RunView, extra: JSONObject | None = None) -> str:
     """The run as one JSON object; `extra` keys (an isolation's) are added to it."""
-    data: dict[str, Any] = {
+    data: dict[str, JSON] = {
         "run_id": view.run_id,
         "path": str(view.path),
         "spec": view.spec_name,

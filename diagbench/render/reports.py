@@ -3,7 +3,6 @@ isolation's answer leading it where the run holds one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -11,6 +10,7 @@ from rich.console import Group
 
 from diagbench.debug.record import Debug
 from diagbench.isolate.record import Isolation
+from diagbench.jsonvalue import JSONObject
 from diagbench.judge.view import RunView
 from diagbench.limit.record import Limit
 from diagbench.render.debug import debug_markdown, debug_section_html, render_debug
@@ -66,7 +66,7 @@ class _Lead:
     view: RunView
     table: RenderableType | None = None  # instead of the run's tables
     markdown: tuple[str, ...] = ()
-    json: Mapping[str, object] | None = None
+    json: JSONObject | None = None
     html: tuple[Html, ...] = ()
 
 

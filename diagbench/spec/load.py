@@ -8,10 +8,10 @@ import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from diagbench.errors import UserError
-from diagbench.jsonvalue import JSON
+from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.logs.decision import ReadyRule
 from diagbench.logs.server_names import READY_ALSO, SERVERS, known_server
 from diagbench.logs.signatures import Kind, Signature, builtin_packs
@@ -117,7 +117,7 @@ class Spec:
         word: str,
         description: str,
         cwd: Path,
-        request: dict[str, Any],
+        request: JSONObject,
         server: ServerSpec,
         cells: tuple[Cell, ...] = (),
     ) -> Spec:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import yaml
 
@@ -28,7 +27,7 @@ class ReadyRequest:
 
     method: str
     path: str  # a path on 127.0.0.1:{port}, or a full URL
-    body: Any = None  # sent as JSON when not None
+    body: JSON = None  # sent as JSON when not None
     status: int = 200
     timeout: float = DEFAULT_REQUEST_TIMEOUT_S
 
@@ -85,10 +84,10 @@ def _parse_request(src: Src) -> ReadyRequest:
     return ReadyRequest(method, _url_path(keys["path"]), body, status, timeout)
 
 
-def _json_body(src: Src) -> Any:
+def _json_body(src: Src) -> JSON:
     """A YAML mapping or list (written as JSON), or a string of JSON text."""
     if src.is_mapping() or src.is_list():
-        body = yaml.constructor.SafeConstructor().construct_document(src.node)
+        body: JSON = yaml.constructor.SafeConstructor().construct_document(src.node)  # JSON: checked below
         try:
             json.dumps(body)
         except (TypeError, ValueError) as exc:  # YAML dates and the like have no JSON form
@@ -96,9 +95,10 @@ def _json_body(src: Src) -> Any:
         return body
     text = src.string("a mapping, a list, or a string of JSON")
     try:
-        return json.loads(text)
+        parsed: JSON = json.loads(text)
     except json.JSONDecodeError as exc:
         raise src.error(f"not valid JSON: {exc.msg} at character {exc.pos}", "write it as a YAML mapping") from None
+    return parsed
 
 
 def parse_request(src: Src) -> ReadyRequest:

@@ -4,10 +4,9 @@ followed, a hang's stacks, what was tried and how often it failed. Secrets blank
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from diagbench.jsonvalue import JSONObject
 from diagbench.judge.cells import cell_counts
 from diagbench.judge.view import RunView
 from diagbench.logs.classify import context
@@ -58,13 +57,13 @@ class Failure:
 
 @dataclass(frozen=True)
 class IssueFacts:
-    environment: Mapping[str, Any]  # the manifest's `environment`, else its provenance
+    environment: JSONObject  # the manifest's `environment`, else its provenance
     failures: tuple[Failure, ...]
     flaky: tuple[str, ...]  # `cell: 2 of 3 failed:oom`
     launches: int
 
 
-def issue_facts(view: RunView, environment: Mapping[str, Any] | None) -> IssueFacts:
+def issue_facts(view: RunView, environment: JSONObject | None) -> IssueFacts:
     """`environment`: the manifest's, where the run recorded one (else its provenance is shown)."""
     env = environment or view.provenance
     failing = [r for r in view.records if r.outcome.ran and r.outcome is not Outcome.READY]

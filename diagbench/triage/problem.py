@@ -12,6 +12,7 @@ from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, shown_command
 from diagbench.isolate.pasted import split_command
 from diagbench.isolate.problem import ServerRules, server_spec
+from diagbench.jsonvalue import JSON
 from diagbench.logs.server_names import SERVERS, known_server
 from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.ready import ReadyRequest
@@ -59,7 +60,7 @@ def from_command(
     name = server_word("--server", server) if server else guess_server(argv)
     catalogue = load_catalogue(remedies)
     launch = Launch(argv, env)
-    request: dict[str, object] = {
+    request: dict[str, JSON] = {
         "command": shown_command(Config(argv, env, {})),
         "server": name,
         "remedies": [str(p) for p in remedies],

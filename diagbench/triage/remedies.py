@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from diagbench.jsonvalue import JSON
 from diagbench.logs.server_names import SERVERS
@@ -77,7 +76,7 @@ class Change:
         return out + [f"- {name}" for name in self.unset]
 
     def to_json(self) -> dict[str, JSON]:
-        data: dict[str, Any] = {"add": list(self.add), "remove": list(self.remove), "set": dict(self.set)}
+        data: dict[str, JSON] = {"add": list(self.add), "remove": list(self.remove), "set": dict(self.set)}
         data |= {"env": dict(self.env), "unset": list(self.unset)}
         if self.scale:
             s = self.scale
