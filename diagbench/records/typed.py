@@ -41,6 +41,7 @@ def build(kind: type[T], data: Mapping[str, object], where: str = "") -> T:
 def check(value: object, hint: object, where: str) -> None:
     """RecordError naming `where` unless `value` is of the type `hint` names."""
     if not conforms(value, hint):
+        _name_the_wrong_part(value, hint, where)
         raise RecordError(f"field '{where}': expected {words(hint)}, got {shown(value)}")
 
 
@@ -106,6 +107,27 @@ def shown(value: object) -> str:
     """A value as a message quotes it: its JSON, cut at 60 characters."""
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _name_the_wrong_part(value: object, hint: object, where: str) -> None:
+    """A RecordError at the innermost wrong part when the value has the shape the type names (an
+    object of a part, a list): `field 'evidence.line_no': expected an integer`, not the whole part."""
+    arms = (
+        [a for a in get_args(hint) if a is not type(None)] if get_origin(hint) in (Union, types.UnionType) else [hint]
+    )
+    if len(arms) != 1:
+        return
+    arm = arms[0]
+    if dataclasses.is_dataclass(arm) and isinstance(value, dict):
+        hints = _hints(arm)  # type: ignore[arg-type]
+        for f in dataclasses.fields(arm):
+            if f.name in value:
+                check(value[f.name], hints[f.name], f"{where}.{f.name}")
+            elif _required(f):
+                raise RecordError(f"field '{where}.{f.name}': missing")
+    elif get_origin(arm) in (list, tuple) and isinstance(value, list):
+        for i, item in enumerate(value):
+            check(item, get_args(arm)[0], f"{where}[{i}]")
 
 
 def _value(value: object, hint: object, where: str) -> object:

@@ -315,7 +315,7 @@ def test_ctrl_c_while_an_attempt_waits_for_its_nodes_leaves_nothing(tmp_path: Pa
     )
     placed = lambda: [p for p in runs.glob("r/cells/*/server.log") if b"[node 1]" in p.read_bytes()]  # noqa: E731
     wait_until(lambda: len(placed()) == 1, 120, "one attempt's nodes up")
-    waiting = lambda: [j for j in active_jobs(runs / "r") if RayClient(address()).job(j).running]  # noqa: E731
+    waiting = lambda: [j for j in active_jobs(runs / "r") if (job := RayClient(address()).job(j)) and job.running]  # noqa: E731
     wait_until(lambda: len(waiting()) == 2, 60, "the second attempt's worker waiting for its nodes")
     assert len(live_placement_groups()) == 2  # one placed, one pending
     proc.send_signal(signal.SIGINT)

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import run_cli, wait_gone
+from diagbench.jsonvalue import JSON
 from diagbench.records.redact import Redactor
 from diagbench.records.redact_spec import redact_yaml
 from diagbench.sensitive import REDACTED, holds_secret
@@ -242,7 +243,7 @@ def test_a_query_secret_is_learned() -> None:
 
 
 def test_a_json_body_by_key_at_any_depth() -> None:
-    body = {"api_key": "k", "n": 1, "msgs": [{"token": 7, "text": "hi"}], "auth": {"user": "u", "tries": [1]}}
+    body: JSON = {"api_key": "k", "n": 1, "msgs": [{"token": 7, "text": "hi"}], "auth": {"user": "u", "tries": [1]}}
     assert Redactor().json(body) == {
         "api_key": REDACTED,
         "n": 1,
