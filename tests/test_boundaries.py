@@ -28,6 +28,7 @@ RANKS = {
     "schemas": 0,
     "sensitive": 0,
     "safetext": 0,
+    "safefiles": 0,
     "logs": 1,
     "spec": 2,
     "records": 3,

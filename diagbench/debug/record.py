@@ -12,9 +12,9 @@ from pathlib import Path
 from diagbench.debug.sharper import Sharper
 from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSON, JSONObject
-from diagbench.records.files import read_regular
 from diagbench.records.parts import RootCause
 from diagbench.records.typed import build, plain
+from diagbench.safefiles import read_regular
 from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["DEBUG_VERSION", "FILENAME", "Debug", "Seen", "Setting", "Status", "read_debug"]

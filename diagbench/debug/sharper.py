@@ -20,8 +20,8 @@ from pathlib import Path
 from diagbench.debug.sets import DebugSet
 from diagbench.jsonvalue import JSON
 from diagbench.logs.lines import clean, read_blocks, split_lines
-from diagbench.records.files import open_regular
 from diagbench.records.record import AttemptRecord
+from diagbench.safefiles import open_regular
 
 __all__ = ["Sharper", "deciding_line_no", "find_sharper", "innermost_frame", "location"]
 

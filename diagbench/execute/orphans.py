@@ -6,11 +6,17 @@ with no children then leaves no process for the sweep to find, only its folder: 
 had never been planned to run. So the sweep also looks in the run directories it knows of
 (the runs directory in use, and those named by any tagged process), and gives each such
 attempt of a run that no live diagbench holds a `cancelled` record saying so.
+
+A runs directory may be shared, or hold what someone else unpacked: a run directory is only
+looked at when it is a real folder of this user, its files are read and written through the
+files door (safefiles.py), and a `.lock`, a cell folder or a record planted as a link is
+never followed (nor truncated, nor written through).
 """
 
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +27,8 @@ from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.launch.tags import me, running
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import not_launched
-from diagbench.records.store import LOCK_FILE, read_manifest, try_lock_run, write_json
+from diagbench.records.store import LOCK_FILE, MAX_RECORD_BYTES, read_manifest, try_lock_run, write_json
+from diagbench.safefiles import Folder
 from diagbench.vocab import Outcome
 
 CLEANUP_LOG = "cleanup.json"
@@ -52,42 +59,75 @@ def record_orphans(
 
 def _run_dirs(runs_dirs: Iterable[Path]) -> list[Path]:
     """The run directories directly under each runs directory (never deeper: the file system
-    is not walked), that a diagbench wrote (it locked them) and that have an unrecorded launch."""
+    is not walked), that a diagbench of this user wrote (it locked them) and that have an
+    unrecorded launch."""
     seen: set[Path] = set()
     for runs_dir in runs_dirs:
         try:
-            children = sorted(runs_dir.iterdir())
+            top = Folder.open(runs_dir)
         except OSError:
             continue
-        for child in children:
-            if child.is_symlink() or not (child / LOCK_FILE).is_file() or not (child / "manifest.json").is_file():
-                continue  # `latest`, or a folder no diagbench run wrote
-            if _mtime(child / "verdicts.json") > _mtime(child / LOCK_FILE):
-                continue  # judged after it was last opened (locking writes the pid): it ended whole
-            key = child.resolve()
-            if key not in seen and _unrecorded(child):
-                seen.add(key)
+        with top:
+            for name in top.names():
+                child = _run_folder(top, name)
+                if child is None:
+                    continue  # `latest`, a link, another user's, or a folder no diagbench run wrote
+                with child:
+                    if _mtime(child, "verdicts.json") > _mtime(child, LOCK_FILE):
+                        continue  # judged after it was last opened (locking writes the pid): it ended whole
+                    if _unrecorded(child):
+                        seen.add(child.path.resolve())
     return sorted(seen)
 
 
-def _unrecorded(run_dir: Path) -> list[str]:
+def _run_folder(top: Folder, name: str) -> Folder | None:
+    """The run directory `name`, opened, if it is a real folder of this user holding a
+    regular `.lock` and `manifest.json`."""
+    info = top.lstat(name)
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        return None
+    try:
+        child = top.folder(name, owned=True)
+    except OSError:
+        return None
+    if all(_regular(child, f) for f in (LOCK_FILE, "manifest.json")):
+        return child
+    child.close()
+    return None
+
+
+def _regular(folder: Folder, name: str) -> bool:
+    info = folder.lstat(name)
+    return info is not None and stat.S_ISREG(info.st_mode)
+
+
+def _unrecorded(run: Folder) -> list[str]:
     """The attempts launched (a server.log) since the run was last judged, with no result.json.
     A run is judged (verdicts.json) after its last attempt ended, so an older log without a
-    record is no death: its record was removed by hand (`--resume` relaunches it)."""
+    record is no death: its record was removed by hand (`--resume` relaunches it). A cell
+    folder that is a link is none of this run's."""
+    judged = _mtime(run, "verdicts.json")
+    found = []
     try:
-        folders = sorted((run_dir / "cells").iterdir())
+        cells = run.folder("cells")
     except OSError:
         return []
-    judged = _mtime(run_dir / "verdicts.json")
-    return [f.name for f in folders if _mtime(f / "server.log") > judged and not (f / "result.json").exists()]
+    with cells:
+        for name in cells.names():
+            try:
+                cell = cells.folder(name)
+            except OSError:
+                continue
+            with cell:
+                if _mtime(cell, "server.log") > judged and cell.lstat("result.json") is None:
+                    found.append(name)
+    return found
 
 
-def _mtime(path: Path) -> int:
-    """When `path` was last written, in ns; -1 if it is not there."""
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return -1
+def _mtime(folder: Folder, name: str) -> int:
+    """When `name` in `folder` was last written, in ns; -1 if it is not there (a link's own time)."""
+    info = folder.lstat(name)
+    return info.st_mtime_ns if info is not None else -1
 
 
 def _record_run(run_dir: Path, by: str, at: str, skip: set[str]) -> list[Orphan]:
@@ -102,8 +142,12 @@ def _record_run(run_dir: Path, by: str, at: str, skip: set[str]) -> list[Orphan]
         return []  # a live diagbench holds it: it records its own attempts
     try:
         planned = _planned(run_dir)
-        attempts = [a for a in _unrecorded(run_dir) if a in planned and a not in skip]  # again, under the lock
+        with Folder.open(run_dir, owned=True) as run:
+            unrecorded = _unrecorded(run)  # again, under the lock
+        attempts = [a for a in unrecorded if a in planned and a not in skip]
         return [_record(run_dir, planned[a], owner, by, at) for a in attempts]
+    except OSError:
+        return []  # gone, or no longer this user's, since it was found
     finally:
         lock.release()
 
@@ -111,7 +155,8 @@ def _record_run(run_dir: Path, by: str, at: str, skip: set[str]) -> list[Orphan]
 def _last_holder(run_dir: Path) -> int | None:
     """The pid of the last diagbench that held the run (its lock file says `pid N`)."""
     try:
-        words = (run_dir / LOCK_FILE).read_text(encoding="utf-8", errors="replace").split()
+        with Folder.open(run_dir) as run:
+            words = run.read(LOCK_FILE, 4096).decode("utf-8", errors="replace").split()
     except OSError:
         return None
     return int(words[1]) if len(words) >= 2 and words[0] == "pid" and words[1].isdigit() else None
@@ -139,16 +184,15 @@ def died_while_it_ran(owner: int | None, by: str, at: str) -> str:
 def _record(run_dir: Path, planned: PlannedEntry, owner: int | None, by: str, at: str) -> Orphan:
     attempt = planned.attempt
     folder = run_dir / "cells" / attempt
-    log = folder / "server.log"
     record = not_launched(
         planned,
         Outcome.CANCELLED,
         died_while_it_ran(owner, by, at),
         ended_at=at,
-        log_bytes=log.stat().st_size if log.is_file() else 0,
+        log_bytes=log_bytes(run_dir, attempt),
     )
     try:
-        write_json(folder / "result.json", record.to_json())
+        write_json(folder / "result.json", record.to_json(), below=run_dir, owned=True)
         entry: dict[str, JSON] = {"at": at, "by": by, "by_pid": me().pid, "attempt": attempt, "owner_pid": owner}
         append_to_log(run_dir, {**entry, "killed": [], "left_behind": []})  # as a sweep's: nothing was left
     except DiagbenchError as exc:  # an unwritable run directory must not stop the sweep
@@ -156,16 +200,27 @@ def _record(run_dir: Path, planned: PlannedEntry, owner: int | None, by: str, at
     return Orphan(run_dir, attempt, owner, folder / "result.json", f"written to {run_dir / CLEANUP_LOG}")
 
 
+def log_bytes(run_dir: Path, attempt: str) -> int:
+    """The size of an attempt's server.log (0 when it is not a regular file in a real folder)."""
+    try:
+        with Folder.open(run_dir) as run, run.walk(("cells", attempt)) as cell:
+            info = cell.lstat("server.log")
+    except OSError:
+        return 0
+    return info.st_size if info is not None and stat.S_ISREG(info.st_mode) else 0
+
+
 def append_to_log(run_dir: Path, entry: JSONObject) -> None:
     """Append to the run's cleanup.json: every sweep of it, record or not."""
-    path = run_dir / CLEANUP_LOG
-    entries = _read_json(path)
-    write_json(path, [*(entries if isinstance(entries, list) else []), entry])
+    entries = _read_log(run_dir)
+    entries = [*(entries if isinstance(entries, list) else []), entry]
+    write_json(run_dir / CLEANUP_LOG, entries, below=run_dir, owned=True)
 
 
-def _read_json(path: Path) -> JSON:
+def _read_log(run_dir: Path) -> JSON:
     try:
-        read: JSON = json.loads(path.read_text(encoding="utf-8"))
+        with Folder.open(run_dir) as run:
+            read: JSON = json.loads(run.read(CLEANUP_LOG, MAX_RECORD_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return read

@@ -25,7 +25,6 @@ from diagbench.errors import WriteError
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.slots import Slot
-from diagbench.records import sink
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.records.redact import Redactor
 from diagbench.records.store import RunDir
@@ -144,7 +143,8 @@ class _Run:
         what = secrets.log(f"{type(exc).__name__}: {exc}")
         where = self.run_dir.cells / item.name / TRACEBACK
         with contextlib.suppress(OSError, WriteError):  # the record matters more than the traceback
-            sink.write_document(self.run_dir.attempt_dir(item.name) / TRACEBACK, secrets.log(traceback.format_exc()))
+            self.run_dir.attempt_dir(item.name)
+            self.run_dir.write_document(f"cells/{item.name}/{TRACEBACK}", secrets.log(traceback.format_exc()))
         with self.lock:
             self.result.harness_errors.append(f"{item.name}: {what} (traceback: {where})")
         return not_launched(item, Outcome.INTERNAL_ERROR, f"diagbench failed: {what}")

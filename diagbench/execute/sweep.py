@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from diagbench.errors import DiagbenchError
-from diagbench.execute.orphans import CLEANUP_LOG, Orphan, append_to_log, record_orphans
+from diagbench.execute.orphans import CLEANUP_LOG, Orphan, append_to_log, log_bytes, record_orphans
 from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.launch.ports import remove_stale_leases
 from diagbench.launch.process import Teardown
@@ -22,6 +22,7 @@ from diagbench.launch.tags import me
 from diagbench.records.manifest import Manifest
 from diagbench.records.record import Killed, not_launched
 from diagbench.records.store import lock_holder, read_manifest, try_lock_run, write_json
+from diagbench.safefiles import Folder
 from diagbench.vocab import Outcome
 
 DEFAULT_GRACE_S = 10.0
@@ -102,7 +103,7 @@ def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
     """Record what was stopped in the dead run's directory, if it is there and free."""
     run_dir = stray.tag.run_dir
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    if not (run_dir / "manifest.json").is_file():
+    if not _has_manifest(run_dir):
         return Swept(stray, teardown, at, None, f"its run directory {run_dir} is gone")
     try:
         lock = try_lock_run(run_dir)
@@ -119,6 +120,15 @@ def _write_down(stray: Stray, teardown: Teardown, by: str) -> Swept:
     finally:
         lock.release()
     return Swept(stray, teardown, at, recorded, f"written to {run_dir / CLEANUP_LOG}")
+
+
+def _has_manifest(run_dir: Path) -> bool:
+    """Whether `run_dir` is a folder of this user holding a manifest (not a link to one)."""
+    try:
+        with Folder.open(run_dir, owned=True) as run:
+            return run.lstat("manifest.json") is not None
+    except OSError:
+        return False
 
 
 def _grace(manifest: Manifest | None) -> float:
@@ -139,26 +149,33 @@ def describe(stray: Stray, teardown: Teardown, at: str, by: str) -> str:
 
 def _record(stray: Stray, teardown: Teardown, at: str, by: str, manifest: Manifest | None) -> Path | None:
     """A `cancelled` record for the attempt if it has none (its diagbench died before writing one)."""
-    attempt = stray.tag.attempt
-    folder = stray.tag.run_dir / "cells" / attempt
-    path = folder / "result.json"
+    attempt, run_dir = stray.tag.attempt, stray.tag.run_dir
+    path = run_dir / "cells" / attempt / "result.json"
     planned = manifest.planned(attempt) if manifest is not None else None
-    if path.exists() or planned is None or not folder.is_dir():
+    if planned is None or not _unrecorded(run_dir, attempt):
         return None
-    log = folder / "server.log"
     record = not_launched(
         planned,
         Outcome.CANCELLED,
         describe(stray, teardown, at, by),
         ended_at=at,
-        log_bytes=log.stat().st_size if log.is_file() else 0,
+        log_bytes=log_bytes(run_dir, attempt),
         killed=teardown.killed,
         left_behind=teardown.left_behind,
         teardown_s=round(teardown.seconds, 4),
         sigterm_at=teardown.sigterm_at,
     )
-    write_json(path, record.to_json())
+    write_json(path, record.to_json(), below=run_dir, owned=True)
     return path
+
+
+def _unrecorded(run_dir: Path, attempt: str) -> bool:
+    """Whether the attempt's folder is a real folder (no link on the way) with no result.json."""
+    try:
+        with Folder.open(run_dir, owned=True) as run, run.walk(("cells", attempt)) as cell:
+            return cell.lstat("result.json") is None
+    except OSError:
+        return False
 
 
 def _log(stray: Stray, teardown: Teardown, at: str, by: str) -> None:

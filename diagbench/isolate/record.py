@@ -16,7 +16,7 @@ from diagbench.errors import RecordError
 from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.search import Result, Target
 from diagbench.jsonvalue import JSON
-from diagbench.records.files import read_regular
+from diagbench.safefiles import read_regular
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
 ISOLATION_VERSION = 1

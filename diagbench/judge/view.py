@@ -8,11 +8,11 @@ from pathlib import Path
 
 from diagbench.jsonvalue import JSONObject, as_number, as_object
 from diagbench.judge.verdicts import Verdict, Violation, check_expectations, judge
-from diagbench.records.files import open_regular
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor, redact_record, run_redactor
 from diagbench.records.store import LoadedRun, Unreadable
+from diagbench.safefiles import open_regular
 from diagbench.spec.hypotheses import Expectation, hypotheses_sha256
 from diagbench.spec.matrix import selects
 from diagbench.vocab import ExitCode, Outcome, VerdictWord

@@ -43,6 +43,7 @@ __all__ = [
     "Launch",
     "ServerProcess",
     "Teardown",
+    "die_with_parent",
     "members",
     "process_group",
     "stop_processes",
@@ -86,7 +87,7 @@ class ServerProcess:
                 cwd=launch.cwd,
                 start_new_session=True,  # own session and group: a signal to the group stops the tree
                 close_fds=True,
-                preexec_fn=_die_with_parent(),  # a SIGKILLed diagbench takes its server with it
+                preexec_fn=die_with_parent(),  # a SIGKILLed diagbench takes its server with it
             )
         except FileNotFoundError:
             raise LaunchError(f"executable '{argv[0]}' not found (install it or fix server.command)") from None
@@ -141,7 +142,7 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def die_with_parent() -> Callable[[], None] | None:
     """What the child runs between fork and exec: ask for SIGKILL when its parent goes.
 
     It runs in a copy of a threaded process, so it stays trivial: one system call through

@@ -1,5 +1,5 @@
 """Folders that every diagbench of a host shares under /tmp (port and GPU leases), opened
-without trusting what is already there.
+through the files door (safefiles.py) without trusting what is already there.
 
 A name in /tmp is anyone's to choose: another user may have planted a symbolic link, a
 regular file, a folder of their own, or one nobody can write. So the folder is made with
@@ -13,12 +13,17 @@ never followed either. Anything else is `Unusable`, with the reason and the fix 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
-import pwd
 import stat
 from pathlib import Path
 
+from diagbench.safefiles import Unsafe, lock_problem, user_name
+
+__all__ = ["SHARED_MODE", "Unusable", "folder_problem", "open_folder", "open_lock"]
+
 SHARED_MODE = 0o1777  # sticky and writable by all, like /tmp: each user may remove only their own files
+_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class Unusable(Exception):
@@ -54,10 +59,8 @@ def _make(path: Path, parents: bool) -> bool:
             path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(path, SHARED_MODE)
-    except FileExistsError:
-        return False
     except OSError:
-        return False  # the open below says why
+        return False  # there already, or the open below says why
     return True
 
 
@@ -67,16 +70,16 @@ def _why_not_opened(path: Path, exc: OSError) -> str:
     except OSError:
         return f"{path} cannot be made or opened ({exc.strerror})"
     if stat.S_ISLNK(info.st_mode):
-        return f"{path} is a symbolic link (owned by {_user(info.st_uid)}), not a folder: remove it"
+        return f"{path} is a symbolic link (owned by {user_name(info.st_uid)}), not a folder: remove it"
     if not stat.S_ISDIR(info.st_mode):
-        return f"{path} is not a folder (owned by {_user(info.st_uid)}): remove it"
+        return f"{path} is not a folder (owned by {user_name(info.st_uid)}): remove it"
     return f"{path} cannot be opened ({exc.strerror})"
 
 
 def folder_problem(info: os.stat_result) -> str | None:
     """What makes a folder (as fstat saw it) unfit to hold shared locks, or None."""
     mode = stat.S_IMODE(info.st_mode)
-    shown = f"mode {mode:04o}, owned by {_user(info.st_uid)}"
+    shown = f"mode {mode:04o}, owned by {user_name(info.st_uid)}"
     if mode & 0o022 and not mode & stat.S_ISVTX:
         return f"is writable by others without the sticky bit ({shown}): anyone could remove a lease; remove it"
     if info.st_uid == os.getuid():
@@ -88,25 +91,23 @@ def folder_problem(info: os.stat_result) -> str | None:
     return None
 
 
-def open_lock(folder_fd: int, name: str) -> int:
-    """A lock file in the folder, made if missing: a regular file, never a link (OSError else)."""
-    flags = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+def open_lock(folder: int, name: str) -> int:
+    """A lock file in the folder, made if missing: a regular file with one link, never a link
+    (OSError else); another user's is opened read-only (a lock needs no write access)."""
     try:
-        fd = os.open(name, flags | os.O_RDWR | os.O_CREAT, 0o666, dir_fd=folder_fd)
+        fd = os.open(name, _FLAGS | os.O_RDWR | os.O_CREAT, 0o666, dir_fd=folder)
     except PermissionError:  # another user's file: a lock needs no write access, only the holder's name does
-        fd = os.open(name, flags | os.O_RDONLY, dir_fd=folder_fd)
+        fd = os.open(name, _FLAGS | os.O_RDONLY, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Unsafe(name, "a symbolic link, not a lock file: remove it") from None
+        raise
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    problem = lock_problem(info, ours=False)
+    if problem:
         os.close(fd)
-        raise OSError(f"{name} is not a regular file")
+        raise Unsafe(name, problem)
     if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) != 0o666:
         with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o666)  # ours: every user's diagbench must be able to lock it
+            os.fchmod(fd, 0o666)  # ours, one link, no link: every user's diagbench must be able to lock it
     return fd
-
-
-def _user(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"

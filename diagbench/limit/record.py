@@ -11,9 +11,9 @@ from pathlib import Path
 
 from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSON, JSONObject
-from diagbench.records.files import read_regular
 from diagbench.records.parts import Price
 from diagbench.records.typed import build
+from diagbench.safefiles import read_regular
 from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["FILENAME", "LIMIT_VERSION", "Limit", "Role", "Status", "Step", "read_limit"]

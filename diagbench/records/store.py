@@ -9,17 +9,20 @@ runs/latest-isolation -> <run-id>  the newest `isolate`
 
 Records are written whole or not at all; a write that fails (disk full, read-only) is a
 `WriteError` naming the file and the OS's words, and what was written before stays readable.
+Everything below a run directory is reached through the files door (safefiles.py): a cell
+folder, a `.lock` or a record planted as a link is never followed, truncated or written
+through, and a run directory of another user is never written.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
 import re
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Sequence
@@ -29,33 +32,32 @@ from pathlib import Path
 from diagbench.errors import RecordError, RunDirError, UserError, WriteError
 from diagbench.jsonvalue import JSON
 from diagbench.records import sink
-from diagbench.records.files import read_regular
 from diagbench.records.manifest import Manifest, NewerManifest
 from diagbench.records.record import AttemptRecord
+from diagbench.safefiles import Folder, Unsafe, read_regular
 
 MAX_RECORD_BYTES = 64 << 20  # a record is kilobytes; anything this large is not one
 LOCK_FILE = ".lock"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
-def write_json(path: Path, data: JSON) -> None:
+def write_json(path: Path, data: JSON, below: Path | None = None, owned: bool = False) -> None:
     """Write atomically: a reader sees the old file or the whole new one, never half.
     Created like server.log (0644 less the umask): records and logs read alike. Every string
-    in `data` passes the sinks' redaction (`records.sink`): no record holds a secret."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    in `data` passes the sinks' redaction (`records.sink`): no record holds a secret. The
+    folders from `below` (default: the file's own folder) down to the file are walked without
+    following a link, and the file is renamed into place, never written through a link;
+    `owned`: only if `below` is this user's."""
     text = json.dumps(sink.record(data), indent=2, sort_keys=False) + "\n"
+    write_below(below or path.parent, path, text.encode("utf-8"), owned)
+
+
+def write_below(below: Path, path: Path, data: bytes, owned: bool = False) -> None:
+    """`path` (somewhere under `below`) replaced whole; WriteError if it cannot be."""
+    parts = path.relative_to(below).parts
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with Folder.open(below, owned) as top, top.walk(parts[:-1]) as folder:
+            folder.write(parts[-1], data)
     except OSError as exc:
         raise WriteError(path, exc) from None
 
@@ -85,25 +87,36 @@ class RunDir:
         return self.path / "cells"
 
     def attempt_dir(self, attempt: str) -> Path:
+        """The attempt's folder, made if missing: a real folder of this run, never a link."""
         folder = self.cells / attempt
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            with Folder.open(self.path, owned=True) as top, top.walk(("cells", attempt), make=True):
+                pass
         except OSError as exc:
             raise WriteError(folder, exc) from None
         return folder
+
+    def write_document(self, relative: str, text: str) -> None:
+        """A document of the run directory (`cells/<attempt>/diagbench-error.txt`) replaced
+        whole, blanked by the sink (`records.sink.document`)."""
+        write_below(self.path, self.path / relative, sink.document(text).encode("utf-8"), owned=True)
+
+    def write_json(self, relative: str, data: JSON) -> None:
+        write_json(self.path / relative, data, below=self.path)
 
     def release(self) -> None:
         if self.lock is not None:
             self.lock.release()
 
     def write_manifest(self, manifest: Manifest) -> None:
-        write_json(self.path / "manifest.json", manifest.to_json())
+        self.write_json("manifest.json", manifest.to_json())
 
     def write_result(self, record: AttemptRecord) -> None:
-        write_json(self.attempt_dir(record.attempt) / "result.json", record.to_json())
+        self.attempt_dir(record.attempt)
+        self.write_json(f"cells/{record.attempt}/result.json", record.to_json())
 
     def write_verdicts(self, verdicts: Sequence[JSON]) -> None:
-        write_json(self.path / "verdicts.json", verdicts)
+        self.write_json("verdicts.json", verdicts)
 
 
 def open_new_run(runs_dir: Path, spec_name: str) -> RunDir:
@@ -184,15 +197,18 @@ def lock_run(path: Path) -> RunLock:
 
 def try_lock_run(path: Path) -> RunLock | None:
     """The run directory's lock, or None if another diagbench holds it. Where this process
-    holds it already, a lock whose release does nothing."""
+    holds it already, a lock whose release does nothing. The `.lock` must be a regular file
+    of this user (never a link: the pid written into it must land nowhere else)."""
     key = path.resolve()
     with RunLock._guard:  # threads of one process take it one at a time, and see each other's
         if key in RunLock._held:
             return RunLock(key, None)
         try:
-            fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            with Folder.open(path) as folder:
+                fd = folder.lock_file(LOCK_FILE)
         except OSError as exc:
-            raise RunDirError(f"cannot lock run directory {path}: {exc.strerror}") from None
+            why = exc.strerror if isinstance(exc, Unsafe) else exc.strerror or str(exc)
+            raise RunDirError(f"cannot lock run directory {path}: {LOCK_FILE}: {why}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -209,9 +225,11 @@ def try_lock_run(path: Path) -> RunLock | None:
 
 
 def lock_holder(path: Path) -> str | None:
-    """'pid N' of the diagbench holding the run directory, or None if nobody does."""
+    """'pid N' of the diagbench holding the run directory, or None if nobody does (or its
+    `.lock` is no regular file: nothing diagbench locked)."""
     try:
-        fd = os.open(path / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        with Folder.open(path) as folder:
+            fd = folder.open_file(LOCK_FILE)
     except OSError:
         return None
     try:
@@ -226,15 +244,13 @@ def lock_holder(path: Path) -> str | None:
 
 
 def _point_latest(runs_dir: Path, run_id: str, name: str) -> None:
-    link, tmp = runs_dir / name, runs_dir / f".{name}.{os.getpid()}"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    try:
-        os.symlink(run_id, tmp)
-        os.replace(tmp, link)  # atomic: `latest` always points at a whole run
-    except OSError:  # a file system without symlinks: the run itself is what matters
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
+    with contextlib.suppress(OSError), Folder.open(runs_dir) as folder:
+        try:
+            os.symlink(run_id, tmp, dir_fd=folder.fd)
+            os.replace(tmp, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)  # atomic: always a whole run
+        except OSError:  # a file system without symlinks: the run itself is what matters
+            folder.unlink(tmp)
 
 
 @dataclass(frozen=True)
@@ -267,13 +283,36 @@ def load_run(path: Path) -> LoadedRun:
         raise RunDirError(f"{path}: no manifest.json here; is this a diagbench run directory?")
     unreadable: list[Unreadable] = []
     manifest = _read_manifest(manifest_path, unreadable)
-    records = []
-    for result in sorted((path / "cells").glob("*/result.json")):
-        try:
-            records.append(_read_record(result))
-        except RecordError as exc:
-            unreadable.append(Unreadable(result, str(exc)))
+    records, unreadable = _read_records(path, unreadable)
     return LoadedRun(path.resolve(), manifest, records, unreadable)
+
+
+def _read_records(path: Path, unreadable: list[Unreadable]) -> tuple[list[AttemptRecord], list[Unreadable]]:
+    """Each attempt's result.json, read in a real folder under cells/: a cell folder planted
+    as a link is named as unreadable, never read through."""
+    records: list[AttemptRecord] = []
+    try:
+        cells = Folder.open(path).walk(("cells",))
+    except OSError:
+        return records, unreadable
+    with cells:
+        for name in cells.names():
+            info = cells.lstat(name)
+            if info is None or not (stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+                continue
+            result = cells.path / name / "result.json"
+            try:
+                with cells.folder(name) as folder:
+                    if folder.lstat("result.json") is None:
+                        continue  # launched, or planned, and not ended yet
+                    records.append(_read_record(result, folder))
+            except Unsafe as exc:
+                unreadable.append(Unreadable(result, str(exc.strerror)))
+            except OSError as exc:
+                unreadable.append(Unreadable(result, f"cannot be read: {exc.strerror}"))
+            except RecordError as exc:
+                unreadable.append(Unreadable(result, str(exc)))
+    return records, unreadable
 
 
 def _read_manifest(path: Path, unreadable: list[Unreadable]) -> Manifest:
@@ -295,27 +334,27 @@ def read_manifest(run: Path) -> Manifest:
         raise RunDirError(f"{path}: {exc}") from None
 
 
-def _read_record(path: Path) -> AttemptRecord:
-    record = AttemptRecord.from_json(_read_json(path))
+def _read_record(path: Path, folder: Folder) -> AttemptRecord:
+    record = AttemptRecord.from_json(_read_json(path, folder))
     if record.attempt != path.parent.name:  # the folder is the attempt: a record cannot point elsewhere
         raise RecordError(f"field 'attempt': {record.attempt!r} is not its folder {path.parent.name!r}")
     return record
 
 
-def _read_json(path: Path) -> dict[str, JSON]:
-    """A JSON object from a regular file of sane size; RecordError says what is wrong."""
+def _read_json(path: Path, folder: Folder | None = None) -> dict[str, JSON]:
+    """A JSON object from a regular file of sane size (read in `folder` when given: no link
+    followed on the way); RecordError says what is wrong."""
     try:
-        data = json.loads(read_regular(path, MAX_RECORD_BYTES).decode("utf-8"))  # never through a link, nor a FIFO
+        raw = folder.read(path.name, MAX_RECORD_BYTES) if folder else read_regular(path, MAX_RECORD_BYTES)
+        data = json.loads(raw.decode("utf-8"))  # never through a link, nor a FIFO
+    except Unsafe as exc:  # a link, a FIFO, a device, a file too large: never followed nor read
+        raise RecordError(str(exc.strerror)) from None
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EINVAL):  # a link, a FIFO, a device: never followed nor read
-            raise RecordError(
-                "a symbolic link, not a regular file" if exc.errno == errno.ELOOP else "not a regular file"
-            ) from None
         raise RecordError(f"cannot be read: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise RecordError("not UTF-8 text") from None
     except ValueError as exc:
-        raise RecordError(f"not valid JSON ({exc})" if "too large" not in str(exc) else f"{exc} for a record") from None
+        raise RecordError(f"not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise RecordError(f"expected a JSON object, got {type(data).__name__}")
     return data

@@ -16,12 +16,12 @@ from diagbench.jsonvalue import as_list, as_object
 from diagbench.judge.verdicts import Verdict
 from diagbench.judge.view import RunView
 from diagbench.logs.classify import context
-from diagbench.records.files import open_regular
 from diagbench.records.record import AttemptRecord
 from diagbench.render.grid import Grid, GridCell, build_grid, spans
 from diagbench.render.hangs import hangs_html, outcome_words
 from diagbench.render.htmlkit import Html, breakable, el, page
 from diagbench.render.timeline import Scale, bar, scale_for
+from diagbench.safefiles import open_regular
 from diagbench.vocab import Outcome
 
 CONTEXT_BEFORE, CONTEXT_AFTER = 5, 1
