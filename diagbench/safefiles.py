@@ -38,6 +38,7 @@ __all__ = [
     "lock_problem",
     "open_regular",
     "private_folder",
+    "read_head",
     "read_input",
     "read_regular",
     "remove_folder",
@@ -112,6 +113,12 @@ def read_input(path: Path, limit: int) -> bytes:
     """An input file the user named (a spec, a pack, a remedies or requirements file): a
     regular file (a link to one is the user's to make) of at most `limit` bytes."""
     return _read_fd(_open_file(path, follow=True), path, limit)
+
+
+def read_head(path: Path, size: int) -> bytes:
+    """The first `size` bytes of a regular file the user named (a program, for its shebang)."""
+    with io.FileIO(_open_file(path, follow=True), "rb") as handle:
+        return handle.read(size)
 
 
 def open_regular(path: Path) -> io.BufferedReader:

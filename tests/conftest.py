@@ -148,6 +148,7 @@ class Runs:
     def __init__(self, folder: Path):
         self.folder = folder
         self.events: list[tuple[str, str, Any]] = []
+        self.helpers: list[tuple[str, tuple[str, ...]]] = []  # what diagbench waited on before the first launch
         self.hook: Any = None
 
     def _event(self, kind: str, item: Any, payload: Any) -> None:
@@ -161,6 +162,9 @@ class Runs:
 
     def on_wait(self, item: Any, slot: Any, why: str) -> None:
         self._event("wait", item, why)
+
+    def on_helpers(self, what: str, pending: Any, elapsed_s: float, limit_s: float) -> None:
+        self.helpers.append((what, tuple(pending)))
 
     def on_start(self, item: Any, slot: Any) -> None:
         self._event("start", item, None)

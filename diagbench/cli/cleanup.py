@@ -37,12 +37,16 @@ def cleanup(
 
 
 def _remove_envs() -> None:
-    """The probe-environment cache emptied (each folder under its lock, so never one being built)."""
+    """The probe-environment cache emptied, but the environments a live diagbench uses (each
+    is leased while in use: an isolation's launches keep theirs)."""
     from diagbench.launch.envs import EnvCache
 
     cache = EnvCache()
-    removed = guarded(cache.remove_all)
+    removed, busy = guarded(cache.remove_all)
     out.print(f"removed {len(removed)} probe environment(s) from {cache.root}", markup=False, highlight=False)
+    if busy:
+        names = ", ".join(p.name for p in busy)
+        out.print(f"left {len(busy)} in use by a running diagbench: {names}", markup=False, highlight=False)
 
 
 def sweep_saying_so(by: str, runs_dirs: Sequence[Path], hurry: threading.Event | None = None) -> Sweep:

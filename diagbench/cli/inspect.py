@@ -71,11 +71,12 @@ def plan(
 def _environment(spec: Spec, only: list[str]) -> JSONObject | None:
     """The first planned cell's server environment, as `run` will record it."""
     from diagbench.launch.environment import attempt_environments
+    from diagbench.render.waits import HelperLine
     from diagbench.spec.matrix import parse_only, select_cells
     from diagbench.spec.plan import plan_attempts
 
     planned = plan_attempts(select_cells(spec.cells, parse_only(only, spec.axes))[:1], 1)
-    return attempt_environments(spec.server, planned)[0]
+    return attempt_environments(spec.server, planned, HelperLine(err).tell)[0]
 
 
 REPORT_EXIT_CODES = (

@@ -102,6 +102,8 @@ def isolate(
     if dry_run:
         out.print(render_factors(problem.space.factors, commands, problem.space.notes, width=out.width))
         return
+    if (envs_cache := getattr(problem.space, "envs", None)) is not None:
+        guarded(envs_cache.check)  # a cache diagbench cannot trust to run programs from: said before any launch
     console = err if as_json else out
     console.print(render_factors(problem.space.factors, commands, width=console.width))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None

@@ -20,6 +20,11 @@ class RunEvents(Protocol):
     def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
         """An attempt waits before its launch: `waiting for GPU 0 (held by diagbench pid 961)`."""
 
+    def on_helpers(self, what: str, pending: Sequence[str], elapsed_s: float, limit_s: float) -> None:
+        """Before the first launch, diagbench waits on its own helper programs (`what`: each
+        server interpreter asked what it has installed): told about once a second while
+        `pending` ones run (at most `limit_s`), then once with none pending."""
+
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:
         """An attempt is being launched on `slot`."""
 
@@ -37,6 +42,9 @@ class QuietEvents:
         return None
 
     def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
+        return None
+
+    def on_helpers(self, what: str, pending: Sequence[str], elapsed_s: float, limit_s: float) -> None:
         return None
 
     def on_start(self, item: PlannedAttempt, slot: Slot) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from diagbench.errors import UserError
 from diagbench.isolate.deps import Deps, normalise, read_deps
 from diagbench.isolate.factors import CommandSpace, Config, Factor, FactorKind, derive
+from diagbench.isolate.index import indexes_of
 from diagbench.isolate.problem import Problem, ServerRules, command_problem
 from diagbench.launch.envs import Built, EnvCache
 
@@ -121,7 +122,8 @@ def package_space(
     base = good.python or bad.python or Path(sys.executable)
     factors = package_factors(good, bad)
     notes = _notes(good, bad, factors)
-    return PackageSpace(command, good, bad, cache or EnvCache(base_python=base), factors, notes, report)
+    built = cache or EnvCache(base_python=base, indexes=indexes_of([good, bad]))
+    return PackageSpace(command, good, bad, built, factors, notes, report)
 
 
 def _notes(good: Deps, bad: Deps, factors: tuple[Factor, ...]) -> tuple[str, ...]:

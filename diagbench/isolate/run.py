@@ -129,7 +129,7 @@ def open_isolation(
     facts = host.collect(problem.spec.path.resolve().parent)
     good = problem.space.configuration(())
     cell = ProbeCell(0, "good", dict(good.params), tuple(good.args), dict(good.env))
-    environment = attempt_environments(problem.server, [PlannedAttempt(cell, 1)])  # the good launch's
+    environment = attempt_environments(problem.server, [PlannedAttempt(cell, 1)], events.on_helpers)  # the good one's
     factors = [f.to_json() for f in problem.space.factors]
     run_dir.write_manifest(build_manifest(problem.spec, [], run_id, settings, facts, factors, environment))
     events.on_open(run_dir, [])

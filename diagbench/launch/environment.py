@@ -3,10 +3,13 @@ distributions (and where each came from), what torch reports of the GPU stack, a
 variables that steer servers.
 
 diagbench's provenance is diagbench's interpreter; a server often runs under another (a
-venv's `bin/python`, a console script's shebang). That interpreter is asked once per run,
-in a child process with a time bound (never a shell): the distributions first, then, only
-where torch is installed there, torch's view of the GPU (a second line, so a slow or broken
-torch import costs the torch facts, never the distributions).
+venv's `bin/python`, a console script's shebang: launch/interpreter.py finds it). That
+interpreter is asked through the program door (launch/helpers.py), never a shell, with a
+deadline: the distributions first, then, only where torch is installed there, torch's view
+of the GPU (a second line, so a slow or broken torch import costs the torch facts, never
+the distributions). The interpreters of a run's cells are asked at once, in parallel, each
+once per diagbench process (by its real file and the venv it starts in), and whoever waits
+is told about once a second what is still being asked.
 """
 
 from __future__ import annotations
@@ -14,24 +17,41 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shlex
-import shutil
-import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from diagbench.launch import gpu
 from diagbench.launch.command import build_command
+from diagbench.launch.helpers import run_helper
+from diagbench.launch.interpreter import find_interpreter
 from diagbench.records.redact import redact
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
 
+__all__ = [
+    "ASK_TIMEOUT_S",
+    "Waiting",
+    "ask_all",
+    "ask_interpreter",
+    "attempt_environments",
+    "find_interpreter",
+    "launch_view",
+    "steering_variables",
+]
+
 ASK_TIMEOUT_S = 60.0  # importing torch and initialising CUDA can take tens of seconds on a busy host
+TELL_EVERY_S = 1.0  # how often whoever waits hears what is still being asked
+PARALLEL_ASKS = 8
 STEERING_PREFIXES = ("CUDA_", "NCCL_", "TORCH", "VLLM_", "SGLANG_", "HF_")
-_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+# (what is asked, the interpreters still asked, seconds so far, the deadline): () when all answered
+Waiting = Callable[[str, Sequence[str], float, float], None]
+ASKING = "asking the server's interpreter what it has installed"
 
 # Run by the server's interpreter with -I (isolated: no user site, no PYTHON* variables).
 # Only the standard library; works on 3.8+. Line 1: distributions; line 2: torch's facts.
@@ -83,47 +103,6 @@ if "torch" in seen:
 """
 
 
-def find_interpreter(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> Path | None:
-    """The Python a command runs under: argv[0] itself, its shebang's, or its venv's; None if not Python."""
-    if not argv:
-        return None
-    program = _resolve(argv[0], env, cwd)
-    if program is None:
-        return None
-    if _PYTHON_NAME.match(program.name):
-        return program
-    shebang = _shebang(program)
-    if shebang:
-        words = shebang.split()
-        if Path(words[0]).name == "env":
-            words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
-        if words and _PYTHON_NAME.match(Path(words[0]).name):
-            return _resolve(words[0], env, cwd)
-    sibling = program.parent / "python"  # a venv's bin/ console script without a readable shebang
-    if (program.parent.parent / "pyvenv.cfg").is_file() and sibling.exists():
-        return sibling
-    return None
-
-
-def _resolve(word: str, env: Mapping[str, str], cwd: Path) -> Path | None:
-    if "/" in word:
-        path = Path(word) if Path(word).is_absolute() else cwd / word
-        return path if path.is_file() else None
-    found = shutil.which(word, path=env.get("PATH", os.defpath))
-    return Path(found) if found else None
-
-
-def _shebang(program: Path) -> str | None:
-    try:
-        with program.open("rb") as handle:
-            first = handle.readline(512)
-    except OSError:
-        return None
-    if not first.startswith(b"#!"):
-        return None
-    return first[2:].decode("utf-8", "replace").strip() or None
-
-
 def steering_variables(env: Mapping[str, str]) -> dict[str, str]:
     """The variables that steer servers' launches, secret-looking values blanked."""
     chosen = {k: v for k, v in sorted(env.items()) if k.startswith(STEERING_PREFIXES)}
@@ -132,26 +111,10 @@ def steering_variables(env: Mapping[str, str]) -> dict[str, str]:
 
 def ask_interpreter(python: Path, timeout: float = ASK_TIMEOUT_S) -> dict[str, Any]:
     """What `python` has installed (and torch's GPU facts where torch is there); `error` when it cannot say."""
-    try:
-        child = subprocess.Popen(
-            [str(python), "-I", "-c", _ASK],  # -I: the interpreter's own packages, not the caller's PYTHONPATH
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # own group: a stuck import is killed whole at the time bound
-        )
-    except OSError as exc:
-        return {"interpreter": str(python), "error": f"cannot run it: {exc.strerror}"}
-    timed_out = False
-    try:
-        stdout, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, 9)
-        stdout, stderr = child.communicate()
-    return _parse(python, stdout, stderr, timed_out, timeout)
+    ran = run_helper([str(python), "-I", "-c", _ASK], timeout)  # -I: its own packages, not our PYTHONPATH
+    if ran.error:
+        return {"interpreter": str(python), "error": f"cannot run it: {ran.error}"}
+    return _parse(python, ran.out(), ran.err(), ran.timed_out, timeout)
 
 
 def _parse(python: Path, stdout: str, stderr: str, timed_out: bool, timeout: float) -> dict[str, Any]:
@@ -162,51 +125,91 @@ def _parse(python: Path, stdout: str, stderr: str, timed_out: bool, timeout: flo
     except (IndexError, ValueError):
         why = f"no answer within {timeout:.0f} s" if timed_out else (stderr.strip().splitlines() or ["no output"])[-1]
         return {**facts, "error": why[:300]}
-    if len(lines) > 1:
+    if not isinstance(facts.get("distributions"), list):
+        return {"interpreter": str(python), "error": "its answer was not a list of distributions"}
+    has_torch = any(isinstance(d, dict) and d.get("name") == "torch" for d in facts["distributions"])
+    if len(lines) > 1 and has_torch:
         with contextlib.suppress(ValueError):
             facts["torch"] = json.loads(lines[1])
-    elif timed_out:
+    elif has_torch and timed_out:
         facts["torch"] = {"error": f"importing torch took over {timeout:.0f} s"}
     return facts
 
 
-class EnvironmentCache:
-    """Each interpreter asked once per run, however many attempts run under it."""
+_asked: dict[tuple[object, ...], dict[str, Any]] = {}  # this process's answers, by interpreter identity
+_asked_lock = threading.Lock()
 
-    def __init__(self, timeout: float = ASK_TIMEOUT_S):
-        self.timeout = timeout
-        self.asked: dict[Path, dict[str, Any]] = {}
-        self._driver: list[dict[str, Any]] | bool | None = False  # False: not asked yet
 
-    def of(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> dict[str, Any]:
-        """The environment of one launch: its interpreter's facts, the GPUs' driver, the steering variables."""
-        python = find_interpreter(argv, env, cwd)
-        server: dict[str, Any] | None = None
-        if python is not None:
-            if python not in self.asked:
-                self.asked[python] = ask_interpreter(python, self.timeout)
-            server = self.asked[python]
-        return {"python": server, "gpus": self.gpus(), "variables": steering_variables(env)}
+def identity(python: Path) -> tuple[object, ...] | None:
+    """What makes two paths one interpreter: the real file it runs (path and stat identity)
+    and the venv it starts in (a venv's bin/python is a link to the base interpreter, yet it
+    has its own packages: Python looks for pyvenv.cfg beside the path it was started by)."""
+    try:
+        real = os.path.realpath(python)
+        info = os.stat(real)
+        where = Path(os.path.abspath(python)).parent
+        venv = next((c for c in (where / "pyvenv.cfg", where.parent / "pyvenv.cfg") if c.is_file()), None)
+        marks = (os.path.realpath(venv), os.stat(venv).st_ino, os.stat(venv).st_mtime_ns) if venv else None
+    except OSError:
+        return None
+    return (real, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, marks)
 
-    def gpus(self) -> list[dict[str, Any]] | None:
-        if self._driver is False:
-            self._driver = gpu.describe()
-        return self._driver if isinstance(self._driver, list) else None
+
+def ask_all(
+    pythons: Sequence[Path], timeout: float = ASK_TIMEOUT_S, waiting: Waiting | None = None
+) -> dict[Path, dict[str, Any]]:
+    """Each interpreter's facts: the ones not asked before in this process asked at once, in
+    parallel; `waiting` hears about once a second which are still asked (and once, with
+    none, at the end, if it heard before)."""
+    keys = {p: identity(p) or ("unreadable", str(p)) for p in dict.fromkeys(pythons)}
+    with _asked_lock:
+        todo = {key: p for p, key in keys.items() if key not in _asked}
+    if todo:
+        found = _ask_at_once(todo, timeout, waiting)
+        with _asked_lock:
+            _asked.update(found)
+    with _asked_lock:
+        return {p: {**_asked[key], "interpreter": str(p)} for p, key in keys.items()}
+
+
+def _ask_at_once(
+    todo: Mapping[tuple[object, ...], Path], timeout: float, waiting: Waiting | None
+) -> dict[tuple[object, ...], dict[str, Any]]:
+    started, told = time.monotonic(), False
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_ASKS, len(todo)), thread_name_prefix="ask") as pool:
+        futures = {pool.submit(ask_interpreter, python, timeout): key for key, python in todo.items()}
+        pending = set(futures)
+        while pending:
+            _done, pending = wait(pending, timeout=TELL_EVERY_S)
+            if pending and waiting is not None:
+                waiting(ASKING, [str(todo[futures[f]]) for f in pending], time.monotonic() - started, timeout)
+                told = True
+    if told and waiting is not None:
+        waiting(ASKING, [], time.monotonic() - started, timeout)
+    return {key: future.result() for future, key in futures.items()}
 
 
 def attempt_environments(
-    server: ServerSpec, planned: Sequence[PlannedAttempt], cache: EnvironmentCache | None = None
+    server: ServerSpec, planned: Sequence[PlannedAttempt], waiting: Waiting | None = None
 ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
     """The run's environment (its first attempt's) and, per attempt name, each one that differs."""
-    cache = cache or EnvironmentCache()
+    views = {item.name: launch_view(server, item.cell) for item in planned}
+    pythons = {name: find_interpreter(*view) for name, view in views.items()}
+    drivers: Future[list[dict[str, Any]] | None] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpus") as pool:
+        if planned:
+            drivers = pool.submit(gpu.describe)  # nvidia-smi meanwhile, when NVML cannot answer
+        facts = ask_all([p for p in pythons.values() if p is not None], waiting=waiting)
+        gpus = drivers.result() if drivers is not None else None
     base: dict[str, Any] | None = None
     differing: dict[str, dict[str, Any]] = {}
-    for item in planned:
-        facts = cache.of(*launch_view(server, item.cell))
+    for name, (_argv, env, _cwd) in views.items():
+        python = pythons[name]
+        one = {"python": facts[python] if python else None, "gpus": gpus, "variables": steering_variables(env)}
         if base is None:
-            base = facts
-        elif facts != base:
-            differing[item.name] = facts
+            base = one
+        elif one != base:
+            differing[name] = one
     return base, differing
 
 

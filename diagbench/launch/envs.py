@@ -3,12 +3,20 @@
 A package isolation launches the server under many environments, each the good one with
 some of the bad one's versions. Each is built once (`uv venv`, then `uv pip install`, a
 real resolver: a set that cannot be satisfied is refused, never half-installed) in its own
-folder under the cache, named by a hash of the base interpreter and the sorted requirement
-lines, and re-used by every later probe and run. Only these folders are ever written: the
-user's own environments are read (asked what they hold), never touched.
+folder under the cache, named by a hash of the base interpreter, the package indexes and
+the sorted requirement lines, and re-used by every later probe and run. Only these folders
+are ever written: the user's own environments are read (asked what they hold), never touched.
+
+diagbench runs the Python it finds there, so the cache is a private folder (safefiles.py):
+this user's, writable by nobody else, and so is every folder above it; anything else is a
+`UserError` naming $DIAGBENCH_ENV_CACHE. uv runs through the program door (helpers.py).
 
 A folder is usable once its `complete` marker exists; one without (an interrupted build) is
-removed and built again. A set that did not resolve is remembered as such (`unresolved`).
+removed and built again. A set that did not resolve is remembered as such (`unresolved`),
+but never a failure that could be the network's or the index's (a fetch that failed, a
+package the index did not know): those are tried again next time. Each environment in use
+is leased (a shared lock on `<key>.use`, held until this process ends or `release()`), so
+`cleanup --envs` removes only those no diagbench is using.
 """
 
 from __future__ import annotations
@@ -18,18 +26,47 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
+import stat
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from diagbench.errors import UserError
+from diagbench.launch.helpers import run_helper
+from diagbench.safefiles import Folder, Unsafe, private_folder
+
+__all__ = ["CACHE_VAR", "Built", "EnvCache", "Indexes", "cache_root", "uv_binary"]
 
 CACHE_VAR = "DIAGBENCH_ENV_CACHE"
 BUILD_TIMEOUT_S = 900.0
+MAX_MARKER_BYTES = 64 << 10
 _COMPLETE = "diagbench-complete"
 _UNRESOLVED = "diagbench-unresolved"
 _REQUIREMENTS = "diagbench-requirements.txt"
-_NOT_RESOLVABLE = ("No solution found", "unsatisfiable", "not found in the package registry", "no version of")
+_NOT_RESOLVABLE = ("No solution found", "unsatisfiable", "no version of")
+# words of a failure that may pass: the network, the index, a timeout (never remembered)
+_TRANSIENT = (
+    "not found in the package registry",
+    "Failed to fetch",
+    "error sending request",
+    "timed out",
+    "Could not connect",
+    "dns error",
+    "Connection",
+    "HTTP status",
+    "retries",
+    "no answer within",
+)
+# uv's index settings: replaced by the run's own, so what is listed, built and keyed is one index
+_INDEX_VARS = (
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+)
 
 
 def cache_root() -> Path:
@@ -47,6 +84,18 @@ def uv_binary() -> str:
 
         return str(find_uv_bin())
     return shutil.which("uv") or "uv"
+
+
+@dataclass(frozen=True)
+class Indexes:
+    """The package indexes environments are built from: the default one and any extra ones."""
+
+    default: str
+    extra: tuple[str, ...] = ()
+
+    def env(self) -> dict[str, str]:
+        """uv's variables for them (in its environment: never on a command line others can read)."""
+        return {"UV_INDEX_URL": self.default, **({"UV_EXTRA_INDEX_URL": " ".join(self.extra)} if self.extra else {})}
 
 
 @dataclass(frozen=True)
@@ -72,16 +121,20 @@ class Built:
         return next((line for line in lines if "depends on" in line), lines[-1]).replace("cause: ", "").strip()
 
 
+@dataclass
 class EnvCache:
-    """The folder of built environments, one per (base interpreter, requirement set)."""
+    """The folder of built environments, one per (base interpreter, indexes, requirement set)."""
 
-    def __init__(self, root: Path | None = None, base_python: Path | None = None):
-        self.root = root or cache_root()
-        self.base_python = base_python
-        self.builds = 0  # environments built by this object (not found cached)
+    root: Path = field(default_factory=cache_root)
+    base_python: Path | None = None
+    indexes: Indexes | None = None
+    builds: int = 0  # environments built by this object (not found cached)
+    _folder: Folder | None = field(default=None, repr=False)
+    _leases: dict[str, int] = field(default_factory=dict, repr=False)  # environment -> its held `.use` lock
 
     def key(self, requirements: Sequence[str]) -> str:
-        text = "\n".join([str(self.base_python or ""), *sorted(requirements)])
+        indexes = [self.indexes.default, *self.indexes.extra] if self.indexes else []
+        text = "\n".join([str(self.base_python or ""), *(f"index {url}" for url in indexes), *sorted(requirements)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def path(self, requirements: Sequence[str]) -> Path:
@@ -90,85 +143,155 @@ class EnvCache:
     def python(self, requirements: Sequence[str]) -> Path:
         return self.path(requirements) / "bin" / "python"
 
+    def check(self) -> Folder:
+        """The cache folder, made if missing and judged fit to run programs from (UserError else)."""
+        if self._folder is None:
+            try:
+                self._folder = private_folder(self.root)
+            except OSError as exc:
+                why = exc.strerror if isinstance(exc, Unsafe) else exc.strerror or str(exc)
+                raise UserError(
+                    f"probe-environment cache {self.root} ({CACHE_VAR} or ~/.cache): {why} "
+                    f"(set {CACHE_VAR} to a folder of yours that nobody else can write)"
+                ) from None
+        return self._folder
+
     def build(self, requirements: Sequence[str]) -> Built:
-        """The environment for exactly these requirements, built now unless cached."""
+        """The environment for exactly these requirements, built now unless cached; leased
+        from now on (cleanup --envs leaves it alone)."""
         start = time.monotonic()
-        folder = self.path(requirements)
-        self.root.mkdir(parents=True, exist_ok=True)
-        with _locked(self.root / f"{folder.name}.lock"):  # two diagbench processes never build one folder at once
-            known = _known(folder, start)
+        if broken := [line for line in requirements if any(c in line for c in "\r\n\0")]:
+            return Built(self.path(requirements), False, False, 0.0, f"a requirement holds a line break: {broken[0]!r}")
+        folder, name = self.check(), self.key(requirements)
+        self._lease(folder, name)
+        with _locked(folder, f"{name}.lock", fcntl.LOCK_EX):  # two diagbench processes never build one at once
+            known = _known(folder, name, self.path(requirements), start)
             if known is not None:
                 return known
-            if folder.exists():
-                shutil.rmtree(folder)  # an interrupted build: start again
+            folder.remove_tree(name)  # an interrupted build: start again
             self.builds += 1
-            error = self._install(folder, requirements)
+            error = self._install(folder, name, requirements)
             if error is None:
-                (folder / _COMPLETE).write_text("")
-                return Built(folder, True, False, time.monotonic() - start)
-            if any(word in error for word in _NOT_RESOLVABLE):  # the set itself, not the network: remember it
-                (folder / _UNRESOLVED).write_text(error)
-                (folder / _COMPLETE).write_text("")
-            return Built(folder, False, False, time.monotonic() - start, error)
+                with folder.folder(name, owned=True) as made:
+                    made.write(_COMPLETE, b"")
+                return Built(self.path(requirements), True, False, time.monotonic() - start)
+            if _resolution_failure(error):  # the set itself, not the network nor the index: remember it
+                with folder.folder(name, owned=True) as made:
+                    made.write(_UNRESOLVED, error.encode())
+                    made.write(_COMPLETE, b"")
+            return Built(self.path(requirements), False, False, time.monotonic() - start, error)
 
-    def _install(self, folder: Path, requirements: Sequence[str]) -> str | None:
-        uv = uv_binary()
-        venv = [uv, "venv", "--quiet", str(folder)]
+    def _install(self, folder: Folder, name: str, requirements: Sequence[str]) -> str | None:
+        uv, target = uv_binary(), folder.path / name
+        venv = [uv, "venv", "--quiet", str(target)]
         if self.base_python is not None:
             venv += ["--python", str(self.base_python)]
-        error = _run(venv)
+        error = self._uv(venv)
         if error is not None:
             return error
-        listed = folder / _REQUIREMENTS
-        listed.write_text("".join(f"{line}\n" for line in sorted(requirements)))
-        return _run([uv, "pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), "-r", str(listed)])
+        with folder.folder(name, owned=True) as made:
+            made.write(_REQUIREMENTS, "".join(f"{line}\n" for line in sorted(requirements)).encode())
+        return self._uv(
+            [
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                str(target / "bin" / "python"),
+                "-r",
+                str(target / _REQUIREMENTS),
+            ]
+        )
+
+    def _uv(self, argv: list[str]) -> str | None:
+        """None when it worked, else uv's own words (its last lines)."""
+        drop = ("VIRTUAL_ENV", "CONDA_PREFIX", *(_INDEX_VARS if self.indexes else ()))  # ours, not the user's
+        env = {k: v for k, v in os.environ.items() if k not in drop} | (self.indexes.env() if self.indexes else {})
+        ran = run_helper(argv, BUILD_TIMEOUT_S, env)
+        if ran.ok:
+            return None
+        if ran.error or ran.timed_out:
+            return f"{' '.join(argv[:3])}: {ran.failure(BUILD_TIMEOUT_S)}" + (" (pip install uv)" if ran.error else "")
+        lines = [line.rstrip() for line in ran.err().splitlines() if line.strip()]
+        return "\n".join(lines[-6:]) or f"exit {ran.code}"
+
+    def _lease(self, folder: Folder, name: str) -> None:
+        if name not in self._leases:
+            self._leases[name] = _hold(folder, f"{name}.use", fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        """Let go of every environment this object leased (a process's end does it too)."""
+        for fd in self._leases.values():
+            os.close(fd)
+        self._leases.clear()
 
     def entries(self) -> list[Path]:
         """Every environment folder (built, unresolvable or half-built)."""
-        if not self.root.is_dir():
+        if not self.root.exists():
             return []
-        return sorted(p for p in self.root.iterdir() if p.is_dir())
+        folder = self.check()
+        return [folder.path / n for n in folder.names() if (i := folder.lstat(n)) and stat.S_ISDIR(i.st_mode)]
 
-    def remove_all(self) -> list[Path]:
-        """Remove every environment (`diagbench cleanup --envs`); the ones removed."""
-        removed = []
-        for folder in self.entries():
-            with _locked(self.root / f"{folder.name}.lock"):
-                shutil.rmtree(folder, ignore_errors=True)
-            (self.root / f"{folder.name}.lock").unlink(missing_ok=True)
-            removed.append(folder)
-        return removed
+    def remove_all(self) -> tuple[list[Path], list[Path]]:
+        """Remove every environment no diagbench is using (`diagbench cleanup --envs`):
+        (removed, left because in use)."""
+        removed, busy = [], []
+        for path in self.entries():
+            folder = self.check()
+            try:
+                use = _hold(folder, f"{path.name}.use", fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                busy.append(path)
+                continue
+            try:
+                folder.remove_tree(path.name)
+                for lock in (f"{path.name}.lock", f"{path.name}.use"):
+                    folder.unlink(lock)  # under its lock: whoever opens it next makes a new one (see _hold)
+            finally:
+                os.close(use)
+            removed.append(path)
+        return removed, busy
 
 
-def _known(folder: Path, start: float) -> Built | None:
-    if not (folder / _COMPLETE).exists():
-        return None
-    unresolved = folder / _UNRESOLVED
-    if unresolved.exists():
-        return Built(folder, False, True, time.monotonic() - start, unresolved.read_text())
-    return Built(folder, True, True, time.monotonic() - start)
+def _resolution_failure(error: str) -> bool:
+    return any(w in error for w in _NOT_RESOLVABLE) and not any(w in error for w in _TRANSIENT)
 
 
-def _run(argv: list[str]) -> str | None:
-    """None when it worked, else uv's own words (its last lines)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}  # ours, not the user's
+def _known(folder: Folder, name: str, path: Path, start: float) -> Built | None:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=env)
-    except FileNotFoundError:
-        return f"{argv[0]}: not found (pip install uv)"
-    except subprocess.TimeoutExpired:
-        return f"{' '.join(argv[:3])}: no answer within {BUILD_TIMEOUT_S:.0f} s"
-    if done.returncode == 0:
-        return None
-    lines = [line.rstrip() for line in done.stderr.splitlines() if line.strip()]
-    return "\n".join(lines[-6:]) or f"exit {done.returncode}"
+        with folder.folder(name, owned=True) as env:
+            if env.lstat(_COMPLETE) is None:
+                return None
+            if env.lstat(_UNRESOLVED) is None:
+                return Built(path, True, True, time.monotonic() - start)
+            error = env.read(_UNRESOLVED, MAX_MARKER_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None  # missing, or not a real folder of ours: built again (remove_tree takes a link itself)
+    return Built(path, False, True, time.monotonic() - start, error)
+
+
+def _hold(folder: Folder, name: str, how: int) -> int:
+    """A lock on `name` in the folder, taken on the file that still bears that name (one
+    removed by `cleanup --envs` between our open and our lock is opened again)."""
+    for _ in range(5):
+        fd = folder.lock_file(name)
+        try:
+            fcntl.flock(fd, how)
+        except BaseException:
+            os.close(fd)
+            raise
+        info = folder.lstat(name)
+        if info is not None and info.st_ino == os.fstat(fd).st_ino:
+            return fd
+        os.close(fd)
+    raise UserError(f"{folder.path / name}: removed again and again while diagbench waited for it")
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked(folder: Folder, name: str, how: int) -> Iterator[None]:
+    fd = _hold(folder, name, how)
+    try:
+        yield
+    finally:
+        os.close(fd)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diagbench.errors import UserError
+from diagbench.launch.helpers import run_helper
 from diagbench.spec.gpus import GpuMode, GpuRequest
 
 SETTLE_TOLERANCE_MIB = 256
@@ -29,11 +29,8 @@ ORDER_VAR = "CUDA_DEVICE_ORDER"
 def _smi(*args: str) -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
-    try:
-        out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=_SMI_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
+    ran = run_helper(["nvidia-smi", *args], _SMI_TIMEOUT_S)  # a driver that hangs costs 10 s, never the run
+    return ran.out() if ran.ok else None
 
 
 def _smi_query(query: str) -> list[list[str]] | None:

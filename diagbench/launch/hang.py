@@ -38,6 +38,14 @@ def faulthandler_env(server: ServerSpec, folder: Path, inherited: str | None) ->
     return {"PYTHONPATH": path, FAULTHANDLER_VAR: str(target), "PYTHONFAULTHANDLER": "1"}
 
 
+def stall_rule(stall_s: float) -> str:
+    """Said where a stall ends an attempt: which rule did it, and how to lengthen or drop it."""
+    return (
+        f"ended by the stall rule (server.stall or --stall {stall_s:g}s), which a silent download trips too: "
+        "give it more, or leave it out to wait the whole timeout"
+    )
+
+
 class HangCheck:
     """The stall rule on the attempt's wake-ups, and the stacks before teardown."""
 
@@ -60,7 +68,8 @@ class HangCheck:
         self.stalled_after_s = round(quiet, 3)
         where = f" in {watch.phase}" if watch.phase else ""
         work = "CPU or GPU" if self.stall.gpu_indices else "CPU"  # GPUs count only where they were handed out
-        reason = f"stalled {quiet:.0f}s{where}: no new log line, no {work} work in the tree"
+        quiet_words = f"stalled {quiet:.0f}s{where}: no new log line, no {work} work in the tree"
+        reason = f"{quiet_words}; {stall_rule(self.stall.stall_s)}"
         watch.stop(Outcome.TIMEOUT, reason, now)
 
     def wants_stacks(self, decision: Decision) -> bool:

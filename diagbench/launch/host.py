@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import os
 import platform
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 from diagbench import __version__
 from diagbench.jsonvalue import JSON
 from diagbench.launch import gpu
+from diagbench.launch.helpers import run_helper
 from diagbench.records.redact import redact_argv
 
 
@@ -39,10 +38,14 @@ def _version(name: str) -> str | None:
         return None
 
 
+GIT_TIMEOUT_S = 5.0
+
+
 def _git_sha(cwd: Path) -> str | None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
-        if out.returncode == 0:
-            dirty = subprocess.run(["git", "status", "--porcelain"], cwd=cwd, capture_output=True, text=True, timeout=5)
-            return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    return None
+    """The commit the spec's folder is at (`-dirty` with changes), or None outside a repository."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}  # read only: no index refresh
+    head = run_helper(["git", "rev-parse", "HEAD"], GIT_TIMEOUT_S, env, cwd)
+    if not head.ok:
+        return None
+    dirty = run_helper(["git", "status", "--porcelain"], GIT_TIMEOUT_S, env, cwd)
+    return head.out().strip() + ("-dirty" if dirty.out().strip() else "")

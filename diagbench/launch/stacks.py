@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,8 +25,10 @@ import psutil
 
 from diagbench import safetext
 from diagbench.launch import gpu
+from diagbench.launch.helpers import run_helper
 from diagbench.records import sink
 from diagbench.records.redact import Redactor
+from diagbench.safetext import one_line
 
 PYSPY_TIMEOUT_S = 10.0  # a dump of a big process takes about a second; a stuck py-spy is cut
 FAULTHANDLER_WAIT_S = 1.0  # how long a process gets to write its own stacks after SIGUSR2
@@ -80,8 +81,10 @@ def _one(
         name, argv, ppid = proc.name(), proc.cmdline(), proc.ppid()
     except psutil.Error:
         return None  # gone since the tree was listed
-    stacks = ProcessStacks(proc.pid, name, "")
-    lines = [f"pid {proc.pid} ({name}), parent {ppid}", "command: " + " ".join(redactor.argv(argv))]
+    stacks = ProcessStacks(proc.pid, one_line(name), "")
+    # a process names itself (prctl) and writes its own argv: their escapes are shown, never obeyed
+    command = " ".join(one_line(word) for word in redactor.argv(argv))
+    lines = [f"pid {proc.pid} ({one_line(name)}), parent {ppid}", f"command: {command}"]
     if usage is None:
         lines.append("gpu: NVML not available")
     else:
@@ -89,7 +92,7 @@ def _one(
     kernel = _kernel_threads(proc.pid)
     lines += ["", "== threads (kernel view: state, wchan, kernel stack) =="]
     for thread in kernel:
-        lines.append(f"thread {thread.tid} {thread.name!r}: state {thread.state}")
+        lines.append(f"thread {thread.tid} {one_line(thread.name)!r}: state {one_line(thread.state)}")
         lines += [f"    {frame}" for frame in thread.frames]
     if _is_python(name, argv):
         python = _python_threads(proc.pid, fh_dir, stacks.notes, redactor)
@@ -108,8 +111,8 @@ def _python_text(stacks: ProcessStacks) -> str:
         return ""
     out = ["", f"== Python stacks ({python[0].source}), innermost first =="]
     for thread in python:
-        out.append(f"Thread {thread.tid} ({thread.state}): {thread.name!r}")
-        out += [f"    {frame}" for frame in thread.frames]
+        out.append(f"Thread {thread.tid} ({one_line(thread.state)}): {one_line(thread.name)!r}")
+        out += [f"    {one_line(frame)}" for frame in thread.frames]
     return "\n".join(out) + "\n"
 
 
@@ -172,21 +175,10 @@ def _pyspy(pid: int, notes: list[str], redactor: Redactor) -> list[Thread]:
         return []
     why = ""
     for args in (["--native"], []):
-        try:
-            done = subprocess.run(  # argv, no shell; bounded: a py-spy stuck on a process is cut
-                [exe, "dump", "--pid", str(pid), *args],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=PYSPY_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            why = str(exc)
-            continue
-        if done.returncode == 0:
-            return parse_pyspy(done.stdout)
-        why = _first_error(done.stderr or done.stdout)
+        ran = run_helper([exe, "dump", "--pid", str(pid), *args], PYSPY_TIMEOUT_S)  # a stuck py-spy is cut
+        if ran.ok:
+            return parse_pyspy(ran.out())
+        why = ran.failure(PYSPY_TIMEOUT_S) if ran.error or ran.timed_out else _first_error(ran.err() or ran.out())
     notes.append(f"py-spy could not read this process ({redactor.log(why)}); ptrace refused? using what is readable")
     return []
 

@@ -23,6 +23,7 @@ from diagbench.render.fit import Column, fit
 from diagbench.render.formats import Rendering, Shown
 from diagbench.render.report import LINE_CHARS, OUTCOME_STYLE
 from diagbench.render.text import visible
+from diagbench.render.waits import HelperLine
 from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import TextOrJson, assert_never
@@ -179,12 +180,16 @@ class IsolationProgress:
         self.lock = threading.Lock()
         self.spinner: Spinner | None = None
         self.running: dict[str, str] = {}
+        self.helpers = HelperLine(console)
 
     def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
         self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False, soft_wrap=True)
         if self.console.is_terminal:
             self.spinner = self.console.status("launching")
             self.spinner.start()
+
+    def on_helpers(self, what: str, pending: Sequence[str], elapsed_s: float, limit_s: float) -> None:
+        self.helpers.tell(what, pending, elapsed_s, limit_s)
 
     def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
         self._running(item.name, why)

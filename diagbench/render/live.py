@@ -31,6 +31,7 @@ from diagbench.records.store import RunDir
 from diagbench.render.hangs import outcome_words
 from diagbench.render.report import OUTCOME_STYLE, deciding_line
 from diagbench.render.text import visible
+from diagbench.render.waits import HelperLine
 from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 
@@ -85,6 +86,7 @@ class Progress:
         self.live: Live | None = None
         self.stop = threading.Event()
         self.beat: threading.Thread | None = None
+        self.helpers = HelperLine(console)
 
     # -- RunEvents ------------------------------------------------------------------------
 
@@ -112,6 +114,9 @@ class Progress:
         elif self.heartbeat_s > 0:
             self.beat = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
             self.beat.start()
+
+    def on_helpers(self, what: str, pending: Sequence[str], elapsed_s: float, limit_s: float) -> None:
+        self.helpers.tell(what, pending, elapsed_s, limit_s)  # before on_open: no screen of attempts yet
 
     def on_wait(self, item: PlannedAttempt, slot: Slot, why: str) -> None:
         with self.lock:

@@ -63,6 +63,9 @@ class Recorder:
     def on_wait(self, item: Any, slot: Any, why: str) -> None:
         return None
 
+    def on_helpers(self, what: str, pending: Any, elapsed_s: float, limit_s: float) -> None:
+        return None
+
     def on_start(self, item: Any, slot: Any) -> None:
         self.started.append(item.name)
 

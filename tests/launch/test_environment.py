@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
+import psutil
 import pytest
 
 from conftest import FAKE, write_spec
-from diagbench.launch.environment import (
-    EnvironmentCache,
-    ask_interpreter,
-    find_interpreter,
-    steering_variables,
-)
+from diagbench.launch.environment import ask_all, ask_interpreter, identity, steering_variables
+from diagbench.launch.helpers import HELPER_VAR
+from diagbench.launch.interpreter import find_interpreter
 from diagbench.schemas import load_schema
 from diagbench.sensitive import REDACTED
 
@@ -73,13 +73,20 @@ def test_steering_variables_are_kept_and_their_secrets_blanked() -> None:
     assert steering_variables(env) == {"CUDA_VISIBLE_DEVICES": "0,1", "HF_TOKEN": REDACTED, "NCCL_DEBUG": "INFO"}
 
 
-def test_each_interpreter_is_asked_once(tmp_path: Path) -> None:
-    cache = EnvironmentCache()
-    first = cache.of([sys.executable, "a.py"], PATH, tmp_path)
-    second = cache.of([sys.executable, "b.py"], {**PATH, "NCCL_DEBUG": "WARN"}, tmp_path)
-    assert len(cache.asked) == 1
-    assert first["python"] is second["python"]
-    assert second["variables"] == {"NCCL_DEBUG": "WARN"}
+def test_each_interpreter_is_asked_once_by_its_real_file_and_its_venv(tmp_path: Path) -> None:
+    counted = tmp_path / "asked"
+    python = executable(tmp_path / "python3", f'#!/bin/sh\necho >> {counted}\nexec {sys.executable} "$@"\n')
+    (tmp_path / "again").symlink_to(python)
+    first = ask_all([python, tmp_path / "again"])
+    second = ask_all([python])
+    assert counted.read_text() == "\n"  # one probe for the two paths of one file, and none the second time
+    assert first[tmp_path / "again"]["interpreter"] == str(tmp_path / "again")
+    assert second[python]["distributions"] == first[python]["distributions"]
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin" / "python").symlink_to(python)
+    assert identity(venv / "bin" / "python") != identity(python)  # a venv's link is its own interpreter
 
 
 def test_the_manifest_records_the_environment_and_each_attempt_that_differs(runs, tmp_path: Path) -> None:
@@ -188,3 +195,102 @@ def test_a_vcs_origin_is_recorded_with_its_commit_and_without_its_token(runs, tm
         "0f1e2d3c4b5a69788796a5b4c3d2e1f0a1b2c3d4",
     )
     assert origin["url"].endswith("@github.com/acme/myserver")
+
+
+# -- the program door: a wrapper with a daemon, interpreters that hang, env -S ------------------
+
+
+def daemon_wrapper(folder: Path, sleep_s: int = 120) -> Path:
+    """A `python3` that starts a daemon holding its output open, then execs Python (finding 1)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return executable(folder / "python3", f'#!/bin/sh\nsetsid sleep {sleep_s} &\nexec {sys.executable} "$@"\n')
+
+
+def test_a_wrapper_that_leaves_a_daemon_answers_at_once_and_leaves_nothing(tmp_path: Path) -> None:
+    python = daemon_wrapper(tmp_path / "w")
+    started = time.monotonic()
+    facts = ask_interpreter(python, timeout=20)
+    assert time.monotonic() - started < 10  # it answered in a second: its daemon's pipe is not waited on
+    assert "error" not in facts and "torch" not in facts  # no torch here: no 'importing torch took over'
+    assert any(d["name"] == "pytest" for d in facts["distributions"])
+    assert not sleepers(120)
+
+
+def sleepers(seconds: int) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "environ"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["cmdline"] == ["sleep", str(seconds)] and HELPER_VAR in (proc.info["environ"] or {}):
+                found.append(proc.pid)
+    return found
+
+
+def test_a_run_under_the_wrapper_starts_at_once_and_its_manifest_is_right(runs, tmp_path: Path) -> None:
+    python = daemon_wrapper(tmp_path / "w", 121)
+    started = time.monotonic()
+    command = [str(python), str(FAKE), "out=The server is fired up and ready to roll!", "hang"]
+    result = runs.run(write_spec(tmp_path, {"command": command, "timeout": "20s"}))
+    assert time.monotonic() - started < 30
+    assert result.records[0].outcome == "ready"
+    python_facts = json.loads((result.run_dir.path / "manifest.json").read_text())["environment"]["python"]
+    assert "torch" not in python_facts and "error" not in python_facts
+    assert not sleepers(121)
+
+
+def test_interpreters_that_hang_are_asked_in_parallel_once_each_with_a_live_line(runs, tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    hang = executable(tmp_path / "a" / "python3", "#!/bin/sh\nexec sleep 300\n")
+    other = executable(tmp_path / "b" / "python3", "#!/bin/sh\nexec sleep 301\n")
+    told: list[tuple[str, ...]] = []
+    started = time.monotonic()
+    facts = ask_all([hang, other, hang], timeout=3, waiting=lambda what, pending, s, limit: told.append(tuple(pending)))
+    took = time.monotonic() - started
+    assert 3 <= took < 5.5  # both at once: one deadline, not two
+    assert facts[hang]["error"] == facts[other]["error"] == "no answer within 3 s"
+    assert (str(hang), str(other)) in told or (str(other), str(hang)) in told  # said while it waited
+    assert told[-1] == ()  # and said when it ended
+    again = time.monotonic()
+    assert ask_all([hang], timeout=3)[hang]["error"] == "no answer within 3 s"
+    assert time.monotonic() - again < 1  # asked once per process
+    spec = write_spec(tmp_path, {"command": [str(tmp_path / "b" / "python3"), "x.py"], "timeout": "5s"})
+    runs.run(spec)  # the same interpreter, asked already: no wait, nothing said
+    assert runs.helpers == []
+
+
+def test_plan_says_what_it_waits_on(tmp_path: Path) -> None:
+    (tmp_path / "h").mkdir()
+    slow = executable(tmp_path / "h" / "python3", f'#!/bin/sh\nsleep 2.5\nexec {sys.executable} "$@"\n')
+    spec = write_spec(tmp_path, {"command": [str(slow), "x.py"]})
+    argv = [sys.executable, "-m", "diagbench", "plan", str(spec), "--environment"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"asking the server's interpreter what it has installed: {slow} (1s of at most 60s)" in done.stderr
+    assert "asking the server's interpreter what it has installed: answered after 2." in done.stderr
+
+
+def test_env_s_shebangs_name_the_interpreter_that_runs(tmp_path: Path) -> None:
+    """`env -S PATH=...` puts another python3 first: that one runs, so that one is recorded;
+    `env -S -u HOME python3` unsets a variable and still runs python3."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    other = executable(mine / "python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    script = executable(tmp_path / "serve", f"#!/usr/bin/env -S PATH={mine}:${{PATH}} python3 -u\nprint(1)\n")
+    assert find_interpreter([str(script)], PATH, tmp_path) == other
+    unset = executable(tmp_path / "serve2", "#!/usr/bin/env -S -u HOME python3\nprint(1)\n")
+    found = find_interpreter([str(unset)], PATH, tmp_path)
+    assert found is not None and found.name == "python3"
+    assert find_interpreter(["env", "-i", f"PATH={mine}", "python3", "x.py"], PATH, tmp_path) == other
+    assert find_interpreter(["env", "--unset=HOME", "-C", str(tmp_path), "./serve"], PATH, Path("/")) == other
+    assert find_interpreter(["env"], PATH, tmp_path) is None
+    assert find_interpreter(["env", "--no-such-option", "python3"], PATH, tmp_path) is None
+
+
+def test_env_s_runs_record_the_interpreter_that_ran(runs, tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    other = executable(mine / "python3", f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    script = executable(tmp_path / "serve", f"#!/usr/bin/env -S PATH={mine}:${{PATH}} python3\n" + FAKE.read_text())
+    result = runs.run(write_spec(tmp_path, {"command": [str(script), "out=ready", "exit=0"], "timeout": "20s"}))
+    environment = json.loads((result.run_dir.path / "manifest.json").read_text())["environment"]
+    assert environment["python"]["interpreter"] == str(other)

@@ -359,3 +359,39 @@ def test_stacks_that_cannot_be_written_leave_the_outcome_and_a_note(
     assert record.outcome is Outcome.TIMEOUT and record.stalled
     assert record.hang is not None
     assert record.hang.notes == ("stacks could not be written: [Errno 28] No space left on device",)
+
+
+def test_a_stall_says_which_rule_ended_it_and_how_to_lengthen_or_drop_it(runs: Runs) -> None:
+    """A healthy server silent for a download is a stall by this rule: the reason says so where it happens."""
+    record = runs.one(_server("out=Downloading model.safetensors", "sleep=30"))
+    assert record.stalled is True
+    assert (
+        f"; ended by the stall rule (server.stall or --stall {STALL_S:g}s), which a silent download trips too: "
+        "give it more, or leave it out to wait the whole timeout;" in record.reason
+    )
+
+
+def test_a_process_that_names_itself_with_escapes_is_shown_escaped_in_its_stacks(tmp_path: Path) -> None:
+    import psutil
+
+    from diagbench.records.redact import Redactor
+
+    renamed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'\\x1b]0;owned\\x07\\x1b[2J', 0, 0, 0); "
+            "print('named', flush=True); time.sleep(60)",
+            "--token=\x1b[31mred",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert renamed.stdout is not None and renamed.stdout.readline() == b"named\n"
+        stacks.take_stacks([psutil.Process(renamed.pid)], tmp_path, Redactor.of())
+    finally:
+        renamed.kill()
+        renamed.wait()
+    text = (tmp_path / f"{renamed.pid}.txt").read_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert f"pid {renamed.pid} (\\x1b]0;owned\\x07\\x1b[2J), parent" in text.splitlines()[0]

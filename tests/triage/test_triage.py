@@ -57,6 +57,9 @@ class Recorder:
     def on_wait(self, item: Any, slot: Any, why: str) -> None:
         return None
 
+    def on_helpers(self, what: str, pending: Any, elapsed_s: float, limit_s: float) -> None:
+        return None
+
     def on_start(self, item: Any, slot: Any) -> None:
         manifest = json.loads((self.run_dirs[-1] / "manifest.json").read_text())
         self.registered_at_start[item.cell.id] = [h["id"] for h in manifest["hypotheses"]]
