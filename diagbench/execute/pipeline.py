@@ -99,13 +99,10 @@ def execute(
         if options.resume is None:
             facts = host.collect(spec.path.resolve().parent)
             settings = replace(_settings(options, slots), executor=placement.to_json())
-<<<<<<< HEAD
-            # the server's interpreter, asked once, where the servers run: a cluster's worker asks on its
-            # node (cells/<attempt>/environment.json), never this host, which may have another one
-            environment = attempt_environments(spec.server, planned) if placement.plugin.on_this_host else (None, {})
-=======
-            environment = attempt_environments(spec.server, planned, events.on_helpers)  # each interpreter once
->>>>>>> 95b5f32 (program door (launch/helpers.py) for every helper program: the interpreter probe, nvidia-smi, git, py-spy and uv run with a deadline in a group of their own, tagged, and are stopped whole without waiting for their pipes (a python3 wrapper that left a setsid daemon made run wait 75 s, for ever with a daemon); probes of a run's interpreters in parallel, once per process by real file and venv, with a live line; env -S/-u/-i/-C and env in argv read as GNU env reads them (launch/interpreter.py); the env cache a private folder (another user's folder by a link: its python was run as root; a file: a traceback), leased while in use (cleanup --envs removed a live one), keyed by its indexes, never remembering a network or index failure; lock files' --index-url/--extra-index-url honoured, --find-links and the like refused; a direct_url with a line break or a URL as DEPS refused; --between bisects only what this interpreter can install and stops after a skip budget; stacks headers escaped; the stall rule said where it ends an attempt)
+            # the server's interpreters, each asked once, where the servers run: a cluster's worker asks on
+            # its node (cells/<attempt>/environment.json), never this host, which may have another one
+            on_this_host = placement.plugin.on_this_host
+            environment = attempt_environments(spec.server, planned, events.on_helpers) if on_this_host else (None, {})
             manifest = build_manifest(spec, planned, run_dir.path.name, settings, facts, environment=environment)
             run_dir.write_manifest(manifest)
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done

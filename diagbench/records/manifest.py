@@ -11,6 +11,7 @@ from typing import NoReturn, TypeVar
 
 from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object
+from diagbench.records.envshape import environment_problem
 from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
 from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import CellRow
@@ -50,7 +51,7 @@ class PlannedEntry:
             repeat=_whole(data.get("repeat"), "repeat"),
             params={str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else None,
             args=tuple(_text(a) for a in _items(data["args"])) if "args" in data else None,
-            environment=as_object(data.get("environment")),
+            environment=_environment(data.get("environment")),
         )
 
 
@@ -298,12 +299,12 @@ class _Parts:
         return {}
 
     def environment(self) -> dict[str, JSON] | None:
-        """The server's environment, where every part the reports read has its shape (one
-        hand-edited part makes it a problem, named, not a traceback in one report of three)."""
-        value = self.mapping("environment")
-        why = _environment_problem(value)
+        """The server's environment, where it has the shape diagbench writes (one hand-edited
+        part makes it a problem, named, not a traceback in one report of three)."""
+        value = self.data.get("environment")
+        why = environment_problem(value)
         if why is None:
-            return value
+            return as_object(value)
         self.problems.append(Problem("environment", f"field 'environment': {why}"))
         return None
 
@@ -317,28 +318,9 @@ class _Parts:
             return RunSettings()
 
 
-def _environment_problem(env: JSONObject) -> str | None:
-    """What is malformed in a manifest's `environment` (None: nothing): each part a report reads."""
-    python, gpus, variables = env.get("python"), env.get("gpus"), env.get("variables")
-    if python is not None and not isinstance(python, dict):
-        return "python: expected a mapping"
-    if gpus is not None and not (isinstance(gpus, list) and all(isinstance(g, dict) for g in gpus)):
-        return "gpus: expected a list of mappings"
-    if variables is not None and not isinstance(variables, dict):
-        return "variables: expected a mapping"
-    if not python:
-        return None
-    if python.get("torch") is not None and not isinstance(python["torch"], dict):
-        return "python.torch: expected a mapping"
-    dists = python.get("distributions") or []
-    if not isinstance(dists, list):
-        return "python.distributions: expected a list"
-    for index, dist in enumerate(dists):
-        if not isinstance(dist, dict) or not isinstance(dist.get("name"), str) or "version" not in dist:
-            return f"python.distributions[{index}]: expected {{name, version, origin}}"
-        if dist.get("origin") is not None and not isinstance(dist["origin"], dict):
-            return f"python.distributions[{index}].origin: expected a mapping"
-    return None
+def _environment(value: JSON | None) -> dict[str, JSON] | None:
+    """An attempt's own environment, where it has the shape diagbench writes (else none: the run's)."""
+    return value if isinstance(value, dict) and environment_problem(value) is None else None
 
 
 def _number(data: JSONObject, key: str) -> int | None:

@@ -4,6 +4,8 @@ committed runs hold it; a newer version refused, a malformed part named and left
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conftest import fake_command, write_spec
+from conftest import diagbench_argv, fake_command, write_spec
 from diagbench.errors import RecordError, RunDirError
 from diagbench.records.build_manifest import build_manifest
 from diagbench.records.manifest import Manifest, PlannedEntry, RunSettings
@@ -133,3 +135,50 @@ def test_the_failure_classes_are_the_words_the_schemas_accept() -> None:
     failed = not_launched(PlannedEntry("a", "c", 1), Outcome.FAILED, "")
     assert not Condition(Outcome.FAILED, FailureClass.OOM).holds(failed)
     assert Condition(Outcome.FAILED, FailureClass.OOM).holds(replace(failed, failure_class="oom"))
+
+
+HAND_EDITED = [
+    {"python": "x"},
+    {"python": {"interpreter": 3}},
+    {"python": {"interpreter": "/p", "distributions": "all"}},
+    {"python": {"interpreter": "/p", "distributions": [{"name": "torch"}]}},
+    {"python": {"interpreter": "/p", "distributions": [{"name": "t", "version": "1", "origin": "pypi"}]}},
+    {"python": {"interpreter": "/p", "distributions": [], "torch": "2.1"}},
+    {"gpus": 5},
+    {"gpus": ["H200"]},
+    {"variables": ["A=1"]},
+    {"variables": {"A": 1}},
+    "python",
+]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real runs of one spec (made once; each test edits its own copy)."""
+    folder = tmp_path_factory.mktemp("two")
+    ready = fake_command("out=The server is fired up and ready to roll!", "hang")
+    spec = write_spec(folder, {"command": ready, "timeout": "20s"})
+    for name in ("a", "b"):
+        argv = diagbench_argv("run", str(spec), "--runs-dir", str(folder / "runs"), "--run-id", name)
+        assert subprocess.run(argv, capture_output=True, timeout=120).returncode == 0
+    return folder / "runs"
+
+
+@pytest.mark.parametrize("environment", HAND_EDITED, ids=range(len(HAND_EDITED)))
+def test_a_hand_edited_environment_is_named_and_refused_never_a_traceback(
+    tmp_path: Path, two_runs: Path, environment: Any
+) -> None:
+    runs = [tmp_path / name for name in ("a", "b")]
+    for run in runs:
+        shutil.copytree(two_runs / run.name, run)
+    data = json.loads((runs[0] / "manifest.json").read_text())
+    data["environment"] = environment
+    data["attempts"][0]["environment"] = environment
+    (runs[0] / "manifest.json").write_text(json.dumps(data))
+    manifest = read_manifest(runs[0])
+    assert manifest.environment is None and manifest.attempts[0].environment is None
+    assert [p.part for p in manifest.problems] == ["environment"]
+    for command in (("diff", *map(str, runs)), ("report", str(runs[0]), "--format", "issue")):
+        done = subprocess.run(diagbench_argv(*command), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"{runs[0]}/manifest.json: field 'environment': " in done.stderr
