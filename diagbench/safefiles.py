@@ -45,6 +45,7 @@ __all__ = [
     "user_name",
 ]
 
+MAX_DEPTH = 256  # folders deep that remove_tree goes (a descriptor each)
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _FILE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -257,17 +258,42 @@ class Folder:
         return fd
 
     def remove_tree(self, name: str) -> None:
-        """`name` below and all it holds, never following a link (a link is removed itself)."""
+        """`name` below and all it holds, never following a link (a link is removed itself).
+        Iterative, holding one descriptor per level down to MAX_DEPTH: what lies deeper (a
+        server may nest its cache folders thousands deep) is left, and so are its parents."""
+        stack: list[tuple[Folder, list[str]]] = []
+        try:
+            self._remove_below(name, stack)
+        finally:
+            for folder, _names in stack:
+                folder.close()
+
+    def _remove_below(self, name: str, stack: list[tuple[Folder, list[str]]]) -> None:
         info = self.lstat(name)
-        if info is None:
+        if info is None or not stat.S_ISDIR(info.st_mode):
+            if info is not None:
+                os.unlink(name, dir_fd=self.fd)
             return
-        if not stat.S_ISDIR(info.st_mode):
-            os.unlink(name, dir_fd=self.fd)
-            return
-        with self.folder(name) as inner:
-            for entry in inner.names():
-                inner.remove_tree(entry)
-        os.rmdir(name, dir_fd=self.fd)
+        top = self.folder(name)
+        stack.append((top, top.names()))
+        while stack:
+            folder, names = stack[-1]
+            if not names:
+                stack.pop()
+                folder.close()
+                parent = stack[-1][0] if stack else self
+                with contextlib.suppress(OSError):  # not empty: something deeper was left
+                    os.rmdir(folder.path.name, dir_fd=parent.fd)
+                continue
+            entry = names.pop()
+            kind = folder.lstat(entry)
+            if kind is not None and stat.S_ISDIR(kind.st_mode):
+                if len(stack) < MAX_DEPTH:
+                    inner = folder.folder(entry)
+                    stack.append((inner, inner.names()))
+            elif kind is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry, dir_fd=folder.fd)
 
     def unlink(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -1,12 +1,17 @@
 """The rooms' rules, enforced by reading every module's imports (an AST walk).
 
 - typer only in the CLI; rich only in the rendering layer (render/);
-- subprocess and psutil only where processes are owned (launch/) and the documented
-  exceptions (a cluster's command-line tools in execute/slurm/);
+- psutil only where processes are owned (launch/);
 - data flows one way: a room imports only rooms at or below its own rank, so nothing in
   the core imports the rendering layer or the CLI;
 - reports come from records alone: the rendering layer never imports launch/ (what a launch
   made reaches it as a record or as the core value it renders).
+- the doors (design.md section 4: one door for each danger): a process is started only by
+  the program door (launch/helpers.py: every helper program, with its deadline), the
+  server spawner (launch/process.py) and a cluster's client module (execute/slurm/
+  commands.py; a new cluster's client is added to PROCESS_DOORS by name); a file is locked,
+  truncated, chmod'ed, linked or removed as a tree only by the files door (safefiles.py)
+  and the modules that keep locks through it (FILE_DOORS).
 """
 
 from __future__ import annotations
@@ -46,13 +51,31 @@ RANKS = {
 }
 OWN_RULES = ("refserver", "simulator")  # standalone servers launched by diagbench, not part of the pipeline
 NEVER = {"render": ("launch",)}  # room -> rooms it must not import, though they rank below it
+# the modules that start processes: the program door, the server spawner, a cluster's client
+PROCESS_DOORS = ("launch/helpers.py", "launch/process.py", "execute/slurm/commands.py", "execute/ray/watchdog.py")
+# the files door, and the modules that keep locks through it (a run's .lock, port and GPU
+# leases, the environment cache's leases)
+FILE_DOORS = (
+    "safefiles.py",
+    "launch/shared.py",
+    "records/store.py",
+    "launch/ports.py",
+    "launch/gpulease.py",
+    "launch/envs.py",
+)
 ONLY_IN = {
     "typer": ("cli",),
     "rich": ("render",),
-    "subprocess": ("launch", "execute/slurm", "execute/ray/watchdog"),
     "ray": ("execute/ray",),
+    "subprocess": PROCESS_DOORS,
     "psutil": ("launch",),
+    "fcntl": FILE_DOORS,
+    "multiprocessing": (),
+    "pty": (),
 }
+# calls that start a process, or change a file in place, outside the doors
+PROCESS_CALLS = {"os": ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "spawn", "exec")}
+FILE_CALLS = {"os": ("chmod", "fchmod", "lchmod", "ftruncate", "truncate", "symlink", "link"), "shutil": ("rmtree",)}
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -91,8 +114,8 @@ def test_imports_respect_the_rooms(rel: str, path: Path) -> None:
         top = name.split(".")[0]
         if top in ONLY_IN:
             allowed = ONLY_IN[top]
-            assert any(rel.startswith(a + "/") or rel == a + ".py" for a in allowed), (
-                f"{rel} imports {top}, which belongs in {', '.join(allowed)}"
+            assert any(rel.startswith(a + "/") or rel in (a, a + ".py") for a in allowed), (
+                f"{rel} imports {top}, which belongs in {', '.join(allowed) or 'no module of diagbench'}"
             )
         if top == "diagbench" and "." in name:
             target = name.split(".")[1]
@@ -100,6 +123,37 @@ def test_imports_respect_the_rooms(rel: str, path: Path) -> None:
                 continue
             assert RANKS[target] <= RANKS[here], f"{rel} (room {here}) imports {name}: data flows the other way"
             assert target not in NEVER.get(here, ()), f"{rel} imports {name}: {here}/ works from records alone"
+
+
+def calls(path: Path, watched: dict[str, tuple[str, ...]]) -> Iterator[str]:
+    """`module.function` for each call in `path` of a watched function (by prefix: os.exec*)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+        ):
+            module, name = node.func.value.id, node.func.attr
+            if any(name.startswith(prefix) for prefix in watched.get(module, ())):
+                yield f"{module}.{name}"
+
+
+@pytest.mark.parametrize(("rel", "path"), MODULES, ids=[rel for rel, _ in MODULES])
+def test_only_the_doors_start_processes_or_change_files_in_place(rel: str, path: Path) -> None:
+    if rel not in PROCESS_DOORS:
+        assert not list(calls(path, PROCESS_CALLS)), f"{rel} starts a process: go through launch/helpers.py"
+    if rel not in FILE_DOORS:
+        found = list(calls(path, FILE_CALLS))
+        assert not found, f"{rel} calls {', '.join(found)}: go through the files door (safefiles.py)"
+
+
+def test_the_doors_walk_sees_what_it_polices() -> None:
+    """The door rules can fail: the walk finds the calls the doors themselves make."""
+    by_rel = dict(MODULES)
+    assert "os.fchmod" in set(calls(by_rel["launch/shared.py"], FILE_CALLS))
+    assert "os.ftruncate" in set(calls(by_rel["records/store.py"], FILE_CALLS))
+    assert "fcntl" in set(imports(by_rel["records/store.py"]))
+    assert "subprocess" in set(imports(by_rel["launch/helpers.py"]))
 
 
 def test_the_walk_sees_what_it_polices() -> None:

@@ -5,13 +5,13 @@ diagbench removes it if this one dies first."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from diagbench.errors import WriteError
 from diagbench.launch.tags import Owner, caches_prefix, current_scope
+from diagbench.safefiles import remove_folder
 
 SHARED_TMP = Path("/tmp")  # where a diagbench with another TMPDIR (or none) made its folders
 FIX = "server.fresh_caches makes a folder per attempt there: free some space, or set TMPDIR to a writable folder"
@@ -27,7 +27,7 @@ def compile_caches(variables: Sequence[str], owner: Owner) -> Iterator[Path | No
     try:
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_folder(folder)
 
 
 def _new_caches(variables: Sequence[str], owner: Owner) -> Path:
@@ -40,7 +40,7 @@ def _new_caches(variables: Sequence[str], owner: Owner) -> Path:
             (folder / var.lower()).mkdir()
     except OSError as exc:
         if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_folder(folder)
         raise WriteError(Path(tempfile.gettempdir()), exc, FIX) from None  # the folder the user can mend
     return folder
 

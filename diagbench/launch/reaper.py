@@ -10,7 +10,6 @@ a later diagbench (`run`, `run --resume`, `cleanup`) finds them here.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import psutil
 
+from diagbench import safefiles
 from diagbench.launch.caches import caches_places
 from diagbench.launch.process import Teardown, process_group, stop_processes, tagged_processes
 from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner, current_scope, in_scope, scope_mark
@@ -81,5 +81,5 @@ def _ours(folder: Path) -> bool:
 
 
 def remove_folder(folder: Path) -> bool:
-    shutil.rmtree(folder, ignore_errors=True)
-    return not folder.exists()
+    """Remove a dead diagbench's folder (this user's, never through a link); True if it is gone."""
+    return safefiles.remove_folder(folder)

@@ -3,7 +3,6 @@ directory? A mistake here is one message and exit 2, before anything is submitte
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from diagbench.errors import UserError
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.commands import JobState, SlurmRejected
 from diagbench.execute.slurm.jobs import SlurmSettings
+from diagbench.safefiles import remove_folder
 
 PROBE_WAIT_S = 120.0  # a probe asks for one CPU for a minute: on a usable partition it starts soon
 PROBE_LOOK_S = 0.5
@@ -45,7 +45,7 @@ def check_cluster(settings: SlurmSettings, folder: Path) -> str:
         finally:
             commands.cancel([job_id])
     finally:
-        shutil.rmtree(probe, ignore_errors=True)
+        remove_folder(probe)  # never through a link: the probe folder is under the runs directory
 
 
 def probe_options(options: Sequence[str]) -> list[str]:
