@@ -33,9 +33,11 @@ from pathlib import Path
 
 __all__ = [
     "Folder",
+    "TooLarge",
     "Unsafe",
     "describe_kind",
     "lock_problem",
+    "open_input",
     "open_regular",
     "private_folder",
     "read_head",
@@ -58,6 +60,16 @@ class Unsafe(OSError):
 
     def __str__(self) -> str:
         return f"{self.filename}: {self.strerror}"
+
+
+class TooLarge(Unsafe):
+    """A file larger than what such a file may hold (`size` None: it grew while read, or a
+    special file that says nothing of its size)."""
+
+    def __init__(self, path: Path | str, size: int | None, limit: int):
+        self.size, self.limit = size, limit
+        shown = f"{size:,} bytes" if size is not None else "more bytes than it said"
+        super().__init__(path, f"{shown}, more than the {limit:,} such a file may hold")
 
 
 # -- input files: regular, bounded ----------------------------------------------------------
@@ -103,10 +115,10 @@ def _read_fd(fd: int, path: Path | str, limit: int) -> bytes:
     with io.FileIO(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         if size > limit:
-            raise Unsafe(path, f"{size:,} bytes, more than the {limit:,} such a file may hold")
+            raise TooLarge(path, size, limit)
         data = handle.read(limit + 1)
-    if len(data) > limit:  # a file that grew while it was read (a special file says size 0)
-        raise Unsafe(path, f"more than the {limit:,} bytes such a file may hold")
+    if len(data) > limit:  # a file that grew while it was read
+        raise TooLarge(path, None, limit)
     return data
 
 
@@ -114,6 +126,12 @@ def read_input(path: Path, limit: int) -> bytes:
     """An input file the user named (a spec, a pack, a remedies or requirements file): a
     regular file (a link to one is the user's to make) of at most `limit` bytes."""
     return _read_fd(_open_file(path, follow=True), path, limit)
+
+
+def open_input(path: Path) -> io.BufferedReader:
+    """An input file the user named that is read as a stream (a log to classify): a regular
+    file (a link to one will do), of any size; Unsafe for anything else."""
+    return io.BufferedReader(io.FileIO(_open_file(path, follow=True), "rb"))
 
 
 def read_head(path: Path, size: int) -> bytes:

@@ -22,6 +22,7 @@ from typing import TypeVar
 import yaml
 
 from diagbench.errors import SpecError, SpecErrors
+from diagbench.safefiles import TooLarge, Unsafe, read_input
 
 _TRUE = {"on", "true", "yes", "y"}
 _FALSE = {"off", "false", "no", "n"}
@@ -299,19 +300,35 @@ def _check_limits(node: yaml.Node, name: str, size: int, depth: int) -> None:
         raise SpecError(name, line, "", f"nested more than {MAX_DEPTH} levels deep", "flatten the YAML")
 
 
+MAX_YAML_BYTES = 256 << 10  # a spec, a pack or a remedies file is kilobytes (the largest pack: 13 KB)
+
+
 def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
-    """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the text."""
+    """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the
+    text. The file is an input door: a regular file (a FIFO, a device or a folder is one
+    message, never a wait or an endless read) of at most MAX_YAML_BYTES."""
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8") if text is None else text
+        text = read_input(path, MAX_YAML_BYTES).decode("utf-8") if text is None else text
     except FileNotFoundError:
         raise SpecError(name, None, "", "no such file", "check the path") from None
-    except IsADirectoryError:
-        raise SpecError(name, None, "", "is a directory, not a spec file") from None
+    except TooLarge as exc:
+        shown = f"{exc.size:,} bytes" if exc.size is not None else "it grew while read"
+        raise SpecError(
+            name,
+            None,
+            "",
+            f"{shown}: larger than the {MAX_YAML_BYTES >> 10} KiB a YAML file may be here",
+            "is this the file you meant?",
+        ) from None
+    except Unsafe as exc:
+        raise SpecError(name, None, "", f"is {exc.strerror}", "give the path of a YAML file") from None
     except UnicodeDecodeError as exc:
         raise SpecError(name, None, "", f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise SpecError(name, None, "", f"cannot be read: {exc.strerror}") from None
+    if len(text) > MAX_YAML_BYTES:
+        raise SpecError(name, None, "", f"larger than the {MAX_YAML_BYTES >> 10} KiB a YAML file may be here")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:

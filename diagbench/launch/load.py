@@ -4,6 +4,11 @@ It measures what a launch costs to run, not what it can peak at: sequential requ
 the latency of one request and the throughput of one client, comparable between two
 launches of the same server on the same host. Never raises: a server that fails the load
 gives its failures as figures.
+
+Two deadlines bound it: the whole load's budget, and FIRST_ANSWER_S for the first answer. A
+server that never answers costs FIRST_ANSWER_S, not a request timeout per request: the load
+stops at the first request that got no answer at all (a timeout, a refused connection),
+since the next would wait as long for nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from diagbench.spec.ready import PriceLoad
 
 PRICE_VERSION = 1
 JOIN_S = 5.0  # a request in flight when the budget ran out
+FIRST_ANSWER_S = 30.0  # a server that came up answers its first request within this, or is not priced
 
 
 def price_launch(url: str, load: PriceLoad, cancel_fd: int, pipe: int | None, pump: Callable[[], bool]) -> Price | None:
@@ -51,10 +57,10 @@ def measure(url: str, load: PriceLoad, stop: threading.Event) -> Price:
     tokens: list[int] = []
     failed, first_error = 0, ""
     start = time.monotonic()
-    deadline = start + load.budget_s
+    deadline, first_by = start + load.budget_s, start + FIRST_ANSWER_S
     with httpx.Client(trust_env=False) as client:  # a local server: never through the user's proxy
         for _ in range(load.count):
-            left = deadline - time.monotonic()
+            left = (deadline if latencies else min(deadline, first_by)) - time.monotonic()
             if stop.is_set() or left <= 0:
                 break
             sent = time.monotonic()
@@ -66,9 +72,12 @@ def measure(url: str, load: PriceLoad, stop: threading.Event) -> Price:
             except httpx.HTTPError as exc:
                 ok, response = False, None
                 first_error = first_error or f"{type(exc).__name__}: {exc}"
-            if not ok or response is None:
+            if response is None:  # no answer at all: the next request would wait as long for nothing
                 failed += 1
-                first_error = first_error or (f"HTTP {response.status_code}" if response is not None else "")
+                break
+            if not ok:
+                failed += 1
+                first_error = first_error or f"HTTP {response.status_code}"
                 continue
             latencies.append(time.monotonic() - sent)
             if (count := _tokens(response)) is not None:

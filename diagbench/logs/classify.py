@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import os
 import select
-import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +21,7 @@ from diagbench.logs.rootcause import Cause
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import Watch
+from diagbench.safefiles import Unsafe, open_input
 from diagbench.vocab import Evidence, Outcome
 
 CHUNK = 1 << 20  # a stream's reads
@@ -154,33 +154,15 @@ def classify_stream(
 
 
 def open_log(path: Path) -> io.BufferedReader:
-    """A log opened for reading, refused unless it is a regular file: a FIFO, a device or a
-    socket could block or never end (`diagbench classify -` reads a stream)."""
+    """A log opened for reading through the input door: refused unless it is a regular file
+    (a FIFO, a device or a socket could block or never end; `diagbench classify -` reads a stream)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer must not block the open
+        return open_input(path)
+    except Unsafe as exc:
+        fix = "to classify a stream, pipe it in: ... | diagbench classify -"
+        raise UserError(f"{path}: {(exc.strerror or '').split(', not ')[0]}, not a log file ({fix})") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read the log ({exc.strerror})") from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise UserError(
-            f"{path}: {_kind(mode)}, not a log file (to classify a stream, pipe it in: ... | diagbench classify -)"
-        )
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")
-
-
-def _kind(mode: int) -> str:
-    for test, word in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a named pipe (FIFO)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return word
-    return "not a regular file"
 
 
 def _start(

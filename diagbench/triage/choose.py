@@ -130,8 +130,9 @@ def tried_of(candidate: Candidate, records: Sequence[AttemptRecord], problem: Tr
 
 def recommend(tried: Sequence[Tried], problem: TriageProblem) -> Recommendation | None:
     """The cheapest that works: the best measured throughput when priced, else the least
-    the remedy gives up (its cost), then the quickest start."""
-    working = [t for t in tried if t.works]
+    the remedy gives up (its cost), then the quickest start. A remedy that came up but
+    answered none of its pricing requests is never recommended: it does not serve."""
+    working = [t for t in tried if t.works and not unserved(t)]
     if not working:
         return None
     measured = [t for t in working if t.price and _rate(t) is not None]
@@ -142,6 +143,11 @@ def recommend(tried: Sequence[Tried], problem: TriageProblem) -> Recommendation 
         best = min(working, key=lambda t: (t.cost, t.startup_s if t.startup_s is not None else float("inf")))
         why = f"the least given up of the {len(working)} that came up: cost {best.cost}"
     return Recommendation(best.id, best.command, best.change, why)
+
+
+def unserved(tried: Tried) -> bool:
+    """Priced, and not one pricing request answered."""
+    return tried.price is not None and not tried.price.get("ok")
 
 
 def _rate(tried: Tried) -> float | None:

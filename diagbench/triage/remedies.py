@@ -10,6 +10,7 @@ A user's remedy with a built-in id replaces it; new ids add to the list.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -27,6 +28,9 @@ _FILE_KEYS = ("server", "description", "price_request", "remedies")
 _REMEDY_KEYS = ("id", "for", "change", "gives_up", "cost", "source")
 _CHANGE_KEYS = ("add", "remove", "set", "scale", "env", "unset")
 _SCALE_KEYS = ("option", "env", "by", "default", "integer", "min", "max", "digits")
+MAX_NUMBER = 1e12  # an option's value or bound a remedy may name (no server setting is larger)
+MAX_FACTOR = 1e3  # a scale's `by`: from a thousandth to a thousand times
+MAX_DIGITS = 12
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,11 @@ class Scale:
     digits: int = 3
 
     def apply(self, value: float) -> str | None:
-        """The new value as written, or None when it would not change (already at a bound)."""
+        """The new value as written, or None when it would not change (already at a bound) or
+        cannot be written (the launch's value times `by` is no finite number)."""
         new = value * self.by
+        if not math.isfinite(new):
+            return None
         new = max(new, self.low) if self.low is not None else new
         new = min(new, self.high) if self.high is not None else new
         text = str(int(new)) if self.integer else f"{round(new, self.digits):g}"
@@ -222,24 +229,34 @@ def _scale(src: Src) -> Scale:
     if "by" not in keys:
         raise src.error("missing key 'by'", "the factor, e.g. by: 0.5 to halve")
     target = keys["option"] if "option" in keys else keys["env"]
+    by = _number(keys["by"])
+    if not 1 / MAX_FACTOR <= by <= MAX_FACTOR:
+        raise keys["by"].expected(f"a factor from {1 / MAX_FACTOR:g} to {MAX_FACTOR:g}", "e.g. by: 0.5 to halve")
+    digits = keys["digits"].integer() if "digits" in keys else 3
+    if not 0 <= digits <= MAX_DIGITS:
+        raise keys["digits"].expected(f"an integer from 0 to {MAX_DIGITS}")
     return Scale(
         names=tuple(s.string() for s in target.items_or_one()),
         env="env" in keys,
-        by=_number(keys["by"]),
+        by=by,
         default=_number(keys["default"]) if "default" in keys else None,
         integer=keys["integer"].boolean() if "integer" in keys else False,
         low=_number(keys["min"]) if "min" in keys else None,
         high=_number(keys["max"]) if "max" in keys else None,
-        digits=keys["digits"].integer() if "digits" in keys else 3,
+        digits=digits,
     )
 
 
 def _number(src: Src) -> float:
+    """A finite number of sane size (`1e400` reads as infinity: no setting is that)."""
     text = src.text("a number")
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise src.expected("a number") from None
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER:
+        raise src.expected(f"a number from {-MAX_NUMBER:g} to {MAX_NUMBER:g}")
+    return value
 
 
 def select_remedies(server: str | None, word: str | None, extra: Sequence[Path] = ()) -> list[Remedy]:

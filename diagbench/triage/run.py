@@ -31,7 +31,7 @@ from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import PriceLoad
 from diagbench.triage.apply import Launch
-from diagbench.triage.choose import Candidate, candidates, hypothesis_of, pairs, recommend, tried_of
+from diagbench.triage.choose import Candidate, candidates, hypothesis_of, pairs, recommend, tried_of, unserved
 from diagbench.triage.problem import TriageProblem
 from diagbench.triage.record import FILENAME, Status, Target, Triage, Tried
 from diagbench.vocab import Outcome
@@ -270,6 +270,8 @@ class _Runner:
         tried: list[Tried] = [tried_of(c, self.records, self.problem) for c in self.launched]
         best = recommend(tried, self.problem) if status is Status.FOUND else None
         notes = (*self.notes, *([self.target.flaky] if self.target and self.target.flaky else []))
+        if silent := [t.id for t in tried if t.works and unserved(t)]:
+            notes = (*notes, f"came up but answered no pricing request, so never recommended: {', '.join(silent)}")
         return Triage(status, reason, self.problem.shown(), self.server, self.target, tuple(tried), best, notes)
 
     def _write_partial(self) -> None:

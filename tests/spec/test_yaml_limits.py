@@ -54,3 +54,31 @@ def test_aliases_that_stay_small_still_work(tmp_path):
     text = "name: t\nserver:\n  command: [srv, '{port}']\n  ready:\n    request: {path: /x, json: &b {a: 1}}\nx: *b\n"
     done = plan(tmp_path, text)
     assert "expands to more than" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("/dev/zero", "/dev/zero: is a character device, not a regular file (give the path of a YAML file)"),
+        ("fifo", "fifo: is a named pipe (FIFO), not a regular file (give the path of a YAML file)"),
+        ("folder", "folder: is a directory, not a regular file (give the path of a YAML file)"),
+        (
+            "huge.yaml",
+            "huge.yaml: 16,777,216 bytes: larger than the 256 KiB a YAML file may be here (is this the file you meant?)",
+        ),
+    ],
+)
+def test_a_spec_that_is_no_regular_file_or_too_large_is_one_message_at_once(
+    tmp_path: Path, given: str, said: str
+) -> None:
+    """`plan /dev/zero` read for ever (24 GB), a FIFO hung, a 16 MB file took a minute."""
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "huge.yaml").write_bytes(b"name: x\n" + b"#" * ((16 << 20) - 9) + b"\n")
+    done = subprocess.run(
+        diagbench_argv("plan", given), capture_output=True, text=True, timeout=30, cwd=tmp_path, preexec_fn=limited
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"diagbench: {said}"

@@ -73,6 +73,22 @@ def test_ids_are_unique_across_the_files():
             "  - {id: a, for: oom, change: {add: --y}, source: s}\n",
             "x.yaml:4: remedies[1]: duplicate remedy id 'a' (give each remedy its own id)",
         ),
+        (
+            "server: vllm\nremedies:\n  - {id: a, for: oom, change: {scale: {option: --x, by: 1e400}}, source: s}\n",
+            'x.yaml:3: remedies[0].change.scale.by: expected a number from -1e+12 to 1e+12, got "1e400"',
+        ),
+        (
+            "server: vllm\nremedies:\n  - {id: a, for: oom, change: {scale: {option: --x, by: 0}}, source: s}\n",
+            'x.yaml:3: remedies[0].change.scale.by: expected a factor from 0.001 to 1000, got "0" (e.g. by: 0.5 to halve)',
+        ),
+        (
+            "server: vllm\nremedies:\n  - {id: a, for: oom, change: {scale: {option: --x, by: .5, max: nan}}, source: s}\n",
+            'x.yaml:3: remedies[0].change.scale.max: expected a number from -1e+12 to 1e+12, got "nan"',
+        ),
+        (
+            "server: vllm\nremedies:\n  - {id: a, for: oom, change: {scale: {option: --x, by: .5, digits: 400}}, source: s}\n",
+            'x.yaml:3: remedies[0].change.scale.digits: expected an integer from 0 to 12, got "400"',
+        ),
     ],
 )
 def test_a_mistake_in_a_remedies_file_names_its_line_and_a_fix(tmp_path, text, message):
@@ -181,3 +197,24 @@ def test_a_remedy_scales_a_setting_the_way_the_server_s_own_message_says():
                 assert (scale.by > 1) == (said[name] == "up"), (remedy.id, word, name, said[name], scale.by)
     assert ("vllm.double-cpu-kv-cache-space", "vllm.cpu_kv_space_host_oom") in checked
     assert ("vllm.halve-max-model-len", "vllm.kv_cache_too_short") in checked
+
+
+def test_a_huge_value_in_the_launch_is_not_scaled_into_an_overflow():
+    double = Change(scale=Scale(("--max-bs",), env=False, by=1000.0, integer=True))
+    assert apply_change(Launch(("srv", "--max-bs", "1e308"), {}), double) is None
+
+
+@pytest.mark.parametrize("given", ["/dev/zero", "fifo", "folder", "huge.yaml"])
+def test_a_remedies_file_that_is_no_regular_file_or_too_large_is_one_message_at_once(tmp_path, given):
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "huge.yaml").write_text("server: vllm\nremedies:\n" + "  - {id: a, for: oom}\n" * 800_000)
+    argv = [sys.executable, "-m", "diagbench", "remedies", "--remedies", given]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert ("not a regular file" in done.stderr) or ("larger than the 256 KiB" in done.stderr)

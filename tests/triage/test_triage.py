@@ -255,6 +255,41 @@ def test_price_without_a_pricing_request_says_so_and_keeps_start_up_times(triage
     )
 
 
+MUTE = """import os, socket, sys, time
+if not os.environ.get("REMEDY"):
+    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
+    sys.exit(1)
+listener = socket.socket()
+listener.bind(("127.0.0.1", int(sys.argv[2])))
+listener.listen(64)  # connections are taken by the kernel, and never answered
+print("The server is fired up and ready to roll!", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_remedy_whose_server_never_answers_is_priced_briefly_and_never_recommended(triages, tmp_path):
+    (tmp_path / "mute.py").write_text(MUTE)
+    mine = tmp_path / "triton.yaml"
+    mine.write_text(
+        "server: triton\n"
+        "price_request: {path: /v1/completions, json: {prompt: hi}, timeout: 3s}\n"
+        "remedies:\n"
+        "  - {id: team.mute, for: oom, change: {env: {REMEDY: '1'}}, source: t}\n"
+    )
+    rules = dataclasses.replace(RULES, ready="The server is fired up and ready to roll!")
+    command = f"{shlex.quote(sys.executable)} {tmp_path / 'mute.py'} --port {{port}}"
+    started = time.monotonic()
+    result, _ = triages(command, price=8, remedies=(mine,), server="triton", rules=rules)
+    found = result.triage
+    mute = found.remedies[0]
+    assert mute.works and mute.price is not None
+    assert (mute.price["ok"], mute.price["failed"]) == (0, 1)  # stopped at the first request nobody answered
+    assert mute.price["error"].startswith("ReadTimeout")
+    assert found.recommendation is None
+    assert "came up but answered no pricing request, so never recommended: team.mute" in found.notes
+    assert time.monotonic() - started < 30  # 8 requests of 3 s each were 24 s of pricing alone
+
+
 # -- the command line -------------------------------------------------------------------------
 
 
