@@ -74,8 +74,13 @@ ONLY_IN = {
     "pty": (),
 }
 # calls that start a process, or change a file in place, outside the doors
-PROCESS_CALLS = {"os": ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "spawn", "exec")}
-FILE_CALLS = {"os": ("chmod", "fchmod", "lchmod", "ftruncate", "truncate", "symlink", "link"), "shutil": ("rmtree",)}
+PROCESS_CALLS: dict[str, tuple[str, ...]] = {
+    "os": ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp", "spawn", "exec")
+}
+FILE_CALLS: dict[str, tuple[str, ...]] = {
+    "os": ("chmod", "fchmod", "lchmod", "ftruncate", "truncate", "symlink", "link"),
+    "shutil": ("rmtree",),
+}
 
 
 def modules() -> Iterator[tuple[str, Path]]:
