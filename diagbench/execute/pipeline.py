@@ -101,8 +101,11 @@ def execute(
             settings = replace(_settings(options, slots), executor=placement.to_json())
             # the server's interpreters, each asked once, where the servers run: a cluster's worker asks on
             # its node (cells/<attempt>/environment.json), never this host, which may have another one
-            on_this_host = placement.plugin.on_this_host
-            environment = attempt_environments(spec.server, planned, events.on_helpers) if on_this_host else (None, {})
+            environment = (
+                attempt_environments(spec.server, planned, events.on_helpers, cancel.event)
+                if placement.plugin.on_this_host
+                else (None, {})
+            )
             manifest = build_manifest(spec, planned, run_dir.path.name, settings, facts, environment=environment)
             run_dir.write_manifest(manifest)
         events.on_open(run_dir, planned, done)  # resumed: what finished before counts as done

@@ -11,6 +11,7 @@ Pre-releases are left out unless an end of the range is one.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -32,6 +33,7 @@ PYPI = "https://pypi.org/simple/"
 INDEX_VARS = ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
 _ACCEPT = "application/vnd.pypi.simple.v1+json"
 _TIMEOUT_S = 30.0
+MAX_LISTING_BYTES = 64 << 20  # the largest PyPI listings (torch, every wheel of every release) are a few MB
 
 
 EXTRA_VARS = ("UV_INDEX", "UV_EXTRA_INDEX_URL", "PIP_EXTRA_INDEX_URL")
@@ -99,23 +101,34 @@ def published(
     try:
         if client is None:
             with httpx.Client(timeout=_TIMEOUT_S, follow_redirects=True) as own:
-                answer = own.get(url, headers={"Accept": _ACCEPT})
+                status, body = _listing(own, url, shown)
         else:
-            answer = client.get(url, headers={"Accept": _ACCEPT})
+            status, body = _listing(client, url, shown)
     except httpx.HTTPError as exc:
         why = Redactor.of().log(f"{type(exc).__name__}: {exc}")
         raise UserError(f"--between: cannot list {package}'s versions at {shown}: {why}") from None
-    if answer.status_code == 404:
+    if status == 404:
         raise UserError(f"--between: no package {package!r} on {Redactor.of().log(base)} (check the name)")
-    if answer.status_code != 200:
-        raise UserError(f"--between: {shown} answered {answer.status_code}")
+    if status != 200:
+        raise UserError(f"--between: {shown} answered {status}")
     try:
-        files = answer.json()["files"]
+        files = json.loads(body)["files"]
     except (ValueError, KeyError, TypeError):
         files = None
     if not isinstance(files, list):
         raise UserError(f"--between: {shown} did not answer with the JSON simple API (PEP 691)")
     return _versions([f for f in files if isinstance(f, dict)], python_version(python), _tags(python))
+
+
+def _listing(client: httpx.Client, url: str, shown: str) -> tuple[int, bytes]:
+    """The index's answer, read up to MAX_LISTING_BYTES (an index could send gigabytes)."""
+    body = bytearray()
+    with client.stream("GET", url, headers={"Accept": _ACCEPT}) as answer:
+        for chunk in answer.iter_bytes():
+            body += chunk
+            if len(body) > MAX_LISTING_BYTES:
+                raise UserError(f"--between: {shown} answered more than {MAX_LISTING_BYTES >> 20} MB: not a listing")
+        return answer.status_code, bytes(body)
 
 
 def python_version(text: str | None) -> Version:

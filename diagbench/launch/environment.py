@@ -109,11 +109,15 @@ def steering_variables(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in redact(chosen).items() if v is not None}
 
 
-def ask_interpreter(python: Path, timeout: float = ASK_TIMEOUT_S) -> dict[str, Any]:
+def ask_interpreter(
+    python: Path, timeout: float = ASK_TIMEOUT_S, stop: threading.Event | None = None
+) -> dict[str, Any]:
     """What `python` has installed (and torch's GPU facts where torch is there); `error` when it cannot say."""
-    ran = run_helper([str(python), "-I", "-c", _ASK], timeout)  # -I: its own packages, not our PYTHONPATH
+    ran = run_helper([str(python), "-I", "-c", _ASK], timeout, stop=stop)  # -I: its own packages, not our PYTHONPATH
     if ran.error:
         return {"interpreter": str(python), "error": f"cannot run it: {ran.error}"}
+    if ran.timed_out and stop is not None and stop.is_set():
+        return {"interpreter": str(python), "error": "interrupted before it answered"}
     return _parse(python, ran.out(), ran.err(), ran.timed_out, timeout)
 
 
@@ -156,50 +160,65 @@ def identity(python: Path) -> tuple[object, ...] | None:
 
 
 def ask_all(
-    pythons: Sequence[Path], timeout: float = ASK_TIMEOUT_S, waiting: Waiting | None = None
+    pythons: Sequence[Path],
+    timeout: float = ASK_TIMEOUT_S,
+    waiting: Waiting | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[Path, dict[str, Any]]:
     """Each interpreter's facts: the ones not asked before in this process asked at once, in
     parallel; `waiting` hears about once a second which are still asked (and once, with
-    none, at the end, if it heard before)."""
+    none, at the end, if it heard before). `stop` (Ctrl-C) ends the asking at once; so does
+    an exception in this thread (what was not answered is not remembered)."""
     keys = {p: identity(p) or ("unreadable", str(p)) for p in dict.fromkeys(pythons)}
     with _asked_lock:
         todo = {key: p for p, key in keys.items() if key not in _asked}
-    if todo:
-        found = _ask_at_once(todo, timeout, waiting)
-        with _asked_lock:
-            _asked.update(found)
+    stop = stop or threading.Event()
+    found = _ask_at_once(todo, timeout, waiting, stop) if todo else {}
     with _asked_lock:
-        return {p: {**_asked[key], "interpreter": str(p)} for p, key in keys.items()}
+        if not stop.is_set():  # an answer cut short by Ctrl-C is no answer to remember
+            _asked.update(found)
+        known = {**_asked, **found}
+    return {p: {**known[key], "interpreter": str(p)} for p, key in keys.items()}
 
 
 def _ask_at_once(
-    todo: Mapping[tuple[object, ...], Path], timeout: float, waiting: Waiting | None
+    todo: Mapping[tuple[object, ...], Path], timeout: float, waiting: Waiting | None, stop: threading.Event
 ) -> dict[tuple[object, ...], dict[str, Any]]:
     started, told = time.monotonic(), False
-    with ThreadPoolExecutor(max_workers=min(PARALLEL_ASKS, len(todo)), thread_name_prefix="ask") as pool:
-        futures = {pool.submit(ask_interpreter, python, timeout): key for key, python in todo.items()}
+    pool = ThreadPoolExecutor(max_workers=min(PARALLEL_ASKS, len(todo)), thread_name_prefix="ask")
+    try:
+        futures = {pool.submit(ask_interpreter, python, timeout, stop): key for key, python in todo.items()}
         pending = set(futures)
         while pending:
             _done, pending = wait(pending, timeout=TELL_EVERY_S)
             if pending and waiting is not None:
                 waiting(ASKING, [str(todo[futures[f]]) for f in pending], time.monotonic() - started, timeout)
                 told = True
+    except BaseException:
+        stop.set()  # Ctrl-C in this thread: every probe ends now, not at its deadline
+        raise
+    finally:
+        pool.shutdown(wait=True)
     if told and waiting is not None:
         waiting(ASKING, [], time.monotonic() - started, timeout)
     return {key: future.result() for future, key in futures.items()}
 
 
 def attempt_environments(
-    server: ServerSpec, planned: Sequence[PlannedAttempt], waiting: Waiting | None = None
+    server: ServerSpec,
+    planned: Sequence[PlannedAttempt],
+    waiting: Waiting | None = None,
+    stop: threading.Event | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
-    """The run's environment (its first attempt's) and, per attempt name, each one that differs."""
+    """The run's environment (its first attempt's) and, per attempt name, each one that
+    differs; `stop` (the run's cancel flag) cuts the asking short."""
     views = {item.name: launch_view(server, item.cell) for item in planned}
     pythons = {name: find_interpreter(*view) for name, view in views.items()}
     drivers: Future[list[dict[str, Any]] | None] | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpus") as pool:
         if planned:
             drivers = pool.submit(gpu.describe)  # nvidia-smi meanwhile, when NVML cannot answer
-        facts = ask_all([p for p in pythons.values() if p is not None], waiting=waiting)
+        facts = ask_all([p for p in pythons.values() if p is not None], waiting=waiting, stop=stop)
         gpus = drivers.result() if drivers is not None else None
     base: dict[str, Any] | None = None
     differing: dict[str, dict[str, Any]] = {}

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from diagbench.errors import UserError
 from diagbench.launch.helpers import run_helper
+from diagbench.records.redact import Redactor
 from diagbench.safefiles import Folder, Unsafe, private_folder
 
 __all__ = ["CACHE_VAR", "Built", "EnvCache", "Indexes", "cache_root", "uv_binary"]
@@ -158,10 +159,20 @@ class EnvCache:
 
     def build(self, requirements: Sequence[str]) -> Built:
         """The environment for exactly these requirements, built now unless cached; leased
-        from now on (cleanup --envs leaves it alone)."""
+        from now on (cleanup --envs leaves it alone). A cache that cannot be written (a full
+        disk) is a build that did not work, in the OS's words, never remembered."""
         start = time.monotonic()
         if broken := [line for line in requirements if any(c in line for c in "\r\n\0")]:
             return Built(self.path(requirements), False, False, 0.0, f"a requirement holds a line break: {broken[0]!r}")
+        try:
+            return self._build(requirements, start)
+        except Unsafe as exc:
+            return Built(self.path(requirements), False, False, time.monotonic() - start, str(exc))
+        except OSError as exc:
+            why = f"{exc.filename or self.root}: {exc.strerror or exc}"
+            return Built(self.path(requirements), False, False, time.monotonic() - start, why)
+
+    def _build(self, requirements: Sequence[str], start: float) -> Built:
         folder, name = self.check(), self.key(requirements)
         self._lease(folder, name)
         with _locked(folder, f"{name}.lock", fcntl.LOCK_EX):  # two diagbench processes never build one at once
@@ -214,7 +225,7 @@ class EnvCache:
         if ran.error or ran.timed_out:
             return f"{' '.join(argv[:3])}: {ran.failure(BUILD_TIMEOUT_S)}" + (" (pip install uv)" if ran.error else "")
         lines = [line.rstrip() for line in ran.err().splitlines() if line.strip()]
-        return "\n".join(lines[-6:]) or f"exit {ran.code}"
+        return Redactor.of().log("\n".join(lines[-6:])) or f"exit {ran.code}"  # an index URL may carry a token
 
     def _lease(self, folder: Folder, name: str) -> None:
         if name not in self._leases:

@@ -19,6 +19,7 @@ from diagbench.records.parts import Hang
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import Redactor
 from diagbench.records.typed import build
+from diagbench.safefiles import Folder
 from diagbench.spec.load import ServerSpec
 from diagbench.vocab import Outcome
 
@@ -33,7 +34,8 @@ def faulthandler_env(server: ServerSpec, folder: Path, inherited: str | None) ->
     if not server.faulthandler:
         return {}
     target = folder / STACKS_FOLDER / "faulthandler"
-    target.mkdir(parents=True, exist_ok=True)
+    with Folder.open(folder) as attempt, attempt.walk((STACKS_FOLDER, "faulthandler"), make=True):
+        pass  # made below the attempt's folder, never through a link
     path = str(SITE_DIR) + (f":{inherited}" if inherited else "")
     return {"PYTHONPATH": path, FAULTHANDLER_VAR: str(target), "PYTHONFAULTHANDLER": "1"}
 

@@ -20,6 +20,7 @@ import secrets
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = ["DRAIN_S", "HELPER_VAR", "OUTPUT_LIMIT", "Ran", "run_helper"]
 HELPER_VAR = "DIAGBENCH_HELPER"
 DRAIN_S = 0.25  # after the main process ended, what its pipes get to close before its leftovers are killed
 KILL_CONFIRM_S = 2.0  # after SIGKILL, how long the main process gets to be reaped
+POLL_S = 0.05  # how often a stop flag (or, without a pidfd, the process) is looked at
 OUTPUT_LIMIT = 16 << 20  # bytes kept of each stream; the rest is read and dropped
 _CHUNK = 1 << 16
 
@@ -76,8 +78,10 @@ def run_helper(
     cwd: Path | None = None,
     stdin: bytes | None = None,
     limit: int = OUTPUT_LIMIT,
+    stop: threading.Event | None = None,
 ) -> Ran:
-    """Run `argv` (never through a shell) for at most `timeout` seconds; see the module's docstring."""
+    """Run `argv` (never through a shell) for at most `timeout` seconds, or until `stop` is set
+    (Ctrl-C: then it ends as at its deadline); see the module's docstring."""
     tag = f"{os.getpid()}-{secrets.token_hex(8)}"
     started = time.monotonic()
     try:
@@ -97,15 +101,14 @@ def run_helper(
     reader = _Reader(child, stdin, limit)
     timed_out, held = True, True
     try:
-        timed_out = reader.wait(started + timeout)
+        timed_out = reader.wait(started + timeout, stop)
         held = timed_out or reader.open_pipes()
     finally:  # an exception (Ctrl-C in the main thread) stops it too
         _stop(child, tag, hunt=held)
         reader.close()
     code = None if timed_out else child.returncode
-    return Ran(
-        tuple(argv), code, reader.data[0], reader.data[1], time.monotonic() - started, timed_out, "", reader.truncated
-    )
+    out, err = bytes(reader.data[0]), bytes(reader.data[1])
+    return Ran(tuple(argv), code, out, err, time.monotonic() - started, timed_out, "", reader.truncated)
 
 
 class _Reader:
@@ -113,7 +116,7 @@ class _Reader:
 
     def __init__(self, child: subprocess.Popen[bytes], stdin: bytes | None, limit: int):
         self.child, self.limit, self.truncated = child, limit, False
-        self.data = [b"", b""]
+        self.data = [bytearray(), bytearray()]
         self.sel = selectors.DefaultSelector()
         for index, pipe in enumerate((child.stdout, child.stderr)):
             assert pipe is not None
@@ -127,9 +130,9 @@ class _Reader:
         if self.exit_fd is not None:
             self.sel.register(self.exit_fd, selectors.EVENT_READ, "exit")
 
-    def wait(self, deadline: float) -> bool:
+    def wait(self, deadline: float, stop: threading.Event | None) -> bool:
         """Read until the main process ended and its pipes closed (or DRAIN_S after it ended);
-        True if the deadline came first."""
+        True if the deadline (or `stop`) came first."""
         drain_until: float | None = None
         while True:
             now = time.monotonic()
@@ -137,10 +140,11 @@ class _Reader:
                 drain_until = now + DRAIN_S
             if drain_until is not None and (now >= drain_until or not self.open_pipes()):
                 return False
-            if now >= deadline:
+            if now >= deadline or (stop is not None and stop.is_set()):
                 return True
-            ends = [deadline, *([drain_until] if drain_until is not None else [])]
-            wait = min(ends) - now if self.exit_fd is not None else min(min(ends) - now, 0.05)  # no pidfd: poll
+            wait = min(deadline, drain_until or deadline) - now
+            if self.exit_fd is None or stop is not None:
+                wait = min(wait, POLL_S)  # no pidfd, or a stop flag to look at: poll
             for key, _ in self.sel.select(max(wait, 0.0)):
                 self._ready(key)
 

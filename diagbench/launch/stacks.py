@@ -28,11 +28,13 @@ from diagbench.launch import gpu
 from diagbench.launch.helpers import run_helper
 from diagbench.records import sink
 from diagbench.records.redact import Redactor
+from diagbench.safefiles import Folder, open_regular
 from diagbench.safetext import one_line
 
 PYSPY_TIMEOUT_S = 10.0  # a dump of a big process takes about a second; a stuck py-spy is cut
 FAULTHANDLER_WAIT_S = 1.0  # how long a process gets to write its own stacks after SIGUSR2
 FAULTHANDLER_SIGNAL = signal.SIGUSR2
+FAULTHANDLER_MAX_BYTES = 16 << 20  # one dump of every thread: kilobytes
 KERNEL_STACK_LINES = 16
 PARALLEL_DUMPS = 8
 
@@ -60,8 +62,9 @@ class ProcessStacks:
 def take_stacks(
     procs: list[psutil.Process], folder: Path, redactor: Redactor, faulthandler_dir: Path | None = None
 ) -> list[ProcessStacks]:
-    """Dump every process in `procs` to `folder/<pid>.txt`; return what was read."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Dump every process in `procs` to `folder/<pid>.txt` (the attempt's `stacks`, made there
+    and written through the files door: a planted link is never written through); return
+    what was read."""
     usage = gpu.process_usage()
     ordered = sorted(procs, key=lambda p: p.pid)
     # one py-spy per process at once: a tensor-parallel tree of 8+ workers would otherwise
@@ -69,8 +72,11 @@ def take_stacks(
     with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
         found = list(pool.map(lambda p: _one(p, redactor, faulthandler_dir, usage), ordered))
     taken = [stacks for stacks in found if stacks is not None]
-    for stacks in taken:  # a sink: blanked, and a renamed process's control characters shown as escapes
-        sink.write_document(folder / f"{stacks.pid}.txt", safetext.terminal(stacks.text))
+    # a sink: blanked, a renamed process's control characters shown as escapes, and written
+    # through the files door (a stacks folder or file planted as a link is never written through)
+    with Folder.open(folder.parent) as attempt, attempt.folder(folder.name, make=True) as stacks_folder:
+        for stacks in taken:
+            stacks_folder.write(f"{stacks.pid}.txt", sink.document(safetext.terminal(stacks.text)).encode("utf-8"))
     return taken
 
 
@@ -218,7 +224,7 @@ def _thread_head(line: str) -> tuple[int, str, str] | None:
 def _faulthandler(pid: int, fh_dir: Path, notes: list[str]) -> list[Thread]:
     """Ask a process that registered a handler (its file exists) to write its own stacks."""
     path = fh_dir / f"{pid}.txt"
-    if not path.exists():
+    if not path.is_file() or path.is_symlink():
         notes.append("no faulthandler registered in this process (not started through its sitecustomize)")
         return []
     size = path.stat().st_size
@@ -228,7 +234,12 @@ def _faulthandler(pid: int, fh_dir: Path, notes: list[str]) -> list[Thread]:
     while time.monotonic() < end and path.stat().st_size == size:
         time.sleep(0.02)  # the process writes its dump from a signal handler: nothing to wait on
     time.sleep(0.05)  # let the last thread's lines land
-    return parse_faulthandler(path.read_text(errors="replace")[size:])
+    try:
+        with open_regular(path) as handle:  # never a link's target
+            handle.seek(size)
+            return parse_faulthandler(handle.read(FAULTHANDLER_MAX_BYTES).decode("utf-8", errors="replace"))
+    except OSError:
+        return []
 
 
 def parse_faulthandler(text: str) -> list[Thread]:

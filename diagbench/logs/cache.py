@@ -7,6 +7,11 @@ key itself, checked on reading (zlib's checksums, not hashlib: loading OpenSSL a
 costs more start-up time than the whole cache saves). Everything here is best effort: a
 read-only or missing cache only costs the work again. `XDG_CACHE_HOME` moves it; the
 newest few entries of each kind are kept.
+
+What is read here decides how logs are read (a pack's signatures, a compiled database), so
+the folder goes through the files door as a private one (safefiles.py): this user's,
+writable by nobody else, nor is any folder above it; an XDG_CACHE_HOME that another user
+could write to is no cache at all. Entries are written to a new file and renamed in place.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from diagbench import __version__
+from diagbench.safefiles import Folder, private_folder
 
 KEEP = 16
+MAX_ENTRY_BYTES = 256 << 20  # a compiled database of every pack is megabytes
 _PACKS_FORMAT = 3  # bumped when Signature gains a field: an entry without it would read as its default
 
 
@@ -29,17 +36,30 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "diagbench"
 
 
+def _folder(make: bool) -> Folder | None:
+    try:
+        return private_folder(cache_dir(), make=make)
+    except OSError:  # missing, unwritable, or someone else's: the work is done again
+        return None
+
+
 def store(path: Path, data: bytes, keep: int = KEEP) -> None:
     """Write atomically, then drop all but the newest `keep` entries of the same kind."""
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+    folder = _folder(make=True)
+    if folder is None:
+        return
+    with contextlib.suppress(OSError), folder:
+        folder.write(path.name, data)
         kind = path.name.split("-", 1)[0]
-        entries = sorted(path.parent.glob(f"{kind}-*{path.suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[keep:]:
-            old.unlink()
+        entries = [n for n in folder.names() if n.startswith(f"{kind}-") and n.endswith(path.suffix)]
+        newest = sorted(entries, key=lambda n: _mtime(folder, n), reverse=True)
+        for old in newest[keep:]:
+            folder.unlink(old)
+
+
+def _mtime(folder: Folder, name: str) -> int:
+    info = folder.lstat(name)
+    return info.st_mtime_ns if info is not None else 0
 
 
 def entry(kind: str, key: bytes, suffix: str) -> Path:
@@ -49,8 +69,12 @@ def entry(kind: str, key: bytes, suffix: str) -> Path:
 
 def read_entry(path: Path, key: bytes) -> bytes | None:
     """The data stored under `key`, or None (missing, unreadable, or another key's)."""
+    folder = _folder(make=False)
+    if folder is None:
+        return None
     try:
-        data = path.read_bytes()
+        with folder:
+            data = folder.read(path.name, MAX_ENTRY_BYTES)
     except OSError:
         return None
     head = len(key).to_bytes(4, "big") + key

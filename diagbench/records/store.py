@@ -87,11 +87,16 @@ class RunDir:
         return self.path / "cells"
 
     def attempt_dir(self, attempt: str) -> Path:
-        """The attempt's folder, made if missing: a real folder of this run, never a link."""
+        """The attempt's folder, made if missing: a real folder of this run, never a link, and
+        holding no link, FIFO or device (diagbench writes none: a `server.log` planted as a
+        link to another file would be truncated by the launch that writes it)."""
         folder = self.cells / attempt
         try:
-            with Folder.open(self.path, owned=True) as top, top.walk(("cells", attempt), make=True):
-                pass
+            with Folder.open(self.path, owned=True) as top, top.walk(("cells", attempt), make=True) as cell:
+                for name in cell.names():
+                    info = cell.lstat(name)
+                    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                        cell.unlink(name)
         except OSError as exc:
             raise WriteError(folder, exc) from None
         return folder

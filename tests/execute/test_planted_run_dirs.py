@@ -112,3 +112,23 @@ def test_another_users_run_directory_is_never_written(dead_run, tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in dead_run.rglob("*")) == before
     assert (dead_run / ".lock").stat().st_uid != 0
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_resumed_attempt_never_writes_its_log_through_a_planted_link_or_fifo(dead_run, tmp_path, planted):
+    """`run --resume` launches the unrecorded attempt again: its server.log, planted as a link
+    to another file, was truncated and overwritten with the server's output; a FIFO hung it."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text(PRECIOUS)
+    log = next((dead_run / "cells").iterdir()) / "server.log"
+    log.unlink()
+    if planted == "link":
+        log.symlink_to(victim)
+    else:
+        os.mkfifo(log)
+    spec = tmp_path / "spec.yaml"
+    argv = diagbench_argv("run", str(spec), "--resume", str(dead_run))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stderr
+    assert victim.read_text() == PRECIOUS
+    assert log.is_file() and not log.is_symlink() and "starting" in log.read_text()
