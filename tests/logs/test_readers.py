@@ -86,7 +86,7 @@ def edit(path: Path, **changes: object) -> None:
         (lambda p: edit(p, evidence={"line_no": "one"}), "field 'evidence.line_no': expected an integer, got \"one\""),
         (lambda p: edit(p, killed=[{"pid": 1}]), "field 'killed[0].name': missing"),
         (lambda p: edit(p, attempt="../../elsewhere"), "field 'attempt': '../../elsewhere' is not its folder"),
-        (lambda p: replace_with_fifo(p), "not a regular file"),
+        (lambda p: replace_with_fifo(p), "a named pipe (FIFO), not a regular file"),
     ],
 )
 @pytest.mark.parametrize("fmt", ["table", "json"])
