@@ -147,7 +147,7 @@ def recommend(tried: Sequence[Tried], problem: TriageProblem) -> Recommendation 
 
 def unserved(tried: Tried) -> bool:
     """Priced, and not one pricing request answered."""
-    return tried.price is not None and not tried.price.get("ok")
+    return tried.price is not None and tried.price.ok == 0
 
 
 def _rate(tried: Tried) -> float | None:

@@ -283,8 +283,8 @@ def test_a_remedy_whose_server_never_answers_is_priced_briefly_and_never_recomme
     found = result.triage
     mute = found.remedies[0]
     assert mute.works and mute.price is not None
-    assert (mute.price["ok"], mute.price["failed"]) == (0, 1)  # stopped at the first request nobody answered
-    assert mute.price["error"].startswith("ReadTimeout")
+    assert (mute.price.ok, mute.price.failed) == (0, 1)  # stopped at the first request nobody answered
+    assert mute.price.error is not None and mute.price.error.startswith("ReadTimeout")
     assert found.recommendation is None
     assert "came up but answered no pricing request, so never recommended: team.mute" in found.notes
     assert time.monotonic() - started < 30  # 8 requests of 3 s each were 24 s of pricing alone

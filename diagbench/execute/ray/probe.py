@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-import shutil
 import socket
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from typing import Any
 
 from diagbench.errors import UserError
 from diagbench.execute.ray.client import RayClient, RayJob
+from diagbench.safefiles import remove_folder
 
 __all__ = ["Cluster", "check_cluster"]
 
@@ -57,7 +57,7 @@ def check_cluster(client: RayClient, python: str, folder: Path, per_node: int, n
         cluster = _wait(client, job_id, probe, folder, version)
     finally:
         client.stop(job_id)
-        shutil.rmtree(probe, ignore_errors=True)
+        remove_folder(probe)  # never through a link: the probe folder is under the runs directory
     why = cluster.enough(per_node, nodes)
     if why is not None:
         raise UserError(f"the Ray cluster at {client.url} is too small: {why} (server.gpus, server.nodes)")
