@@ -1,23 +1,15 @@
 """Files in folders someone else may write (run directories, locks, leases, caches): the one
 door they are opened through, and the one way an input file is read.
 
-A folder is walked from a descriptor: each name below the folder the user named is opened
-relative to its parent's descriptor with `O_NOFOLLOW`, so a link planted anywhere below is
-never followed, and a folder swapped after it was checked is never reached. Nothing is
-written, truncated or chmod'ed through a link: a file is created with `O_EXCL` and renamed
-into place inside its folder, a lock file must be a regular file of this user with one link,
-and only a folder this call made is ever chmod'ed. What is read is a regular file (a FIFO
-is never waited on: `O_NONBLOCK`) of bounded size. The path the user named may hold links
-of theirs (`runs/latest`): those are followed, once, at the top.
-
-Folders, by what they must be:
-- `Folder.open(path)`: a folder the user named, walked below without links; `owned=True`
-  also asks that it be this user's (never write into another user's run);
-- `private_folder(path)`: one diagbench runs programs from (the environment cache): this
-  user's, writable by nobody else, and so is every folder above it (or root's, or sticky);
-- launch/shared.py builds on these for the folders every user's diagbench shares under /tmp
-  (port and GPU leases): this user's, or sticky and writable by all like /tmp itself.
-An unfit folder or file is `Unsafe` (an OSError whose words say why and what to do).
+A folder is walked from a descriptor, each name below the one the user named (whose own
+links, like `runs/latest`, are theirs) opened relative to its parent with `O_NOFOLLOW`: a
+link planted below is never followed, a folder swapped after its check never reached. A
+file is written to a new file (`O_EXCL`) renamed into place; a lock file must be a regular
+file of this user with one link. What is read is a regular file (a FIFO never waited on, a
+device never opened) of bounded size. `Folder.open(path, owned=True)`: only this user's;
+`private_folder`: one diagbench runs programs from (the environment cache), this user's,
+writable by nobody else, nor is any folder above it; launch/shared.py builds on these for
+the /tmp lease folders. An unfit folder or file is `Unsafe` (an OSError saying why).
 """
 
 from __future__ import annotations
