@@ -10,7 +10,7 @@
   the program door (launch/helpers.py: every helper program, with its deadline), the
   server spawner (launch/process.py) and a cluster's client module (execute/slurm/
   commands.py; a new cluster's client is added to PROCESS_DOORS by name); a file is locked,
-  truncated, chmod'ed, linked or removed as a tree only by the files door (safefiles.py)
+  truncated, chmod'ed, linked or removed as a tree only by the files door (safefiles/)
   and the modules that keep locks through it (FILE_DOORS).
 """
 
@@ -56,7 +56,7 @@ PROCESS_DOORS = ("launch/helpers.py", "launch/process.py", "execute/slurm/comman
 # the files door, and the modules that keep locks through it (a run's .lock, port and GPU
 # leases, the environment cache's leases)
 FILE_DOORS = (
-    "safefiles.py",
+    "safefiles/folder.py",
     "launch/shared.py",
     "records/store.py",
     "launch/ports.py",
@@ -149,7 +149,7 @@ def test_only_the_doors_start_processes_or_change_files_in_place(rel: str, path:
         assert not list(calls(path, PROCESS_CALLS)), f"{rel} starts a process: go through launch/helpers.py"
     if rel not in FILE_DOORS:
         found = list(calls(path, FILE_CALLS))
-        assert not found, f"{rel} calls {', '.join(found)}: go through the files door (safefiles.py)"
+        assert not found, f"{rel} calls {', '.join(found)}: go through the files door (safefiles/)"
 
 
 def test_the_doors_walk_sees_what_it_polices() -> None:

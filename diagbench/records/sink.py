@@ -21,15 +21,13 @@ modules it lists write files or standard output, and each goes through here.
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from diagbench.jsonvalue import JSON
 from diagbench.records.redact import Redactor, learned
+from diagbench.safefiles import write_file
 
 __all__ = ["StreamBlanker", "document", "record", "secrets", "write_document"]
 
@@ -62,23 +60,11 @@ def record(data: JSON) -> JSON:
 
 
 def write_document(path: Path, text: str, append: bool = False, follow: bool = False) -> None:
-    """Write (or append to) a document file, blanked. Unless `follow` (a path the user named,
-    `--junit /dev/stderr` too), only a regular file: never through a link, never a FIFO waited
-    on (one planted in a run directory handed over). OSError as the OS says it."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else 0)
-    flags |= 0 if follow else os.O_NOFOLLOW | os.O_NONBLOCK
-    fd = os.open(path, flags, 0o644)
-    try:
-        if not follow and not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        os.set_blocking(fd, True)
-        if not append and stat.S_ISREG(os.fstat(fd).st_mode):
-            os.ftruncate(fd, 0)  # after the check: nothing but a regular file is truncated
-    except BaseException:
-        os.close(fd)
-        raise
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(document(text))
+    """Write (or append to) a document file, blanked, through the files door
+    (`safefiles.write_file`). Unless `follow` (a path the user named, `--junit /dev/stderr`
+    too), never through a link, never a FIFO waited on (one planted in a run directory
+    handed over), nothing truncated: replaced whole. OSError as the OS says it."""
+    write_file(path, document(text).encode("utf-8"), append=append, follow=follow)
 
 
 class StreamBlanker:

@@ -25,13 +25,18 @@ WRITERS = {
     "isolate/run.py": "an empty file reserving a run id",
     "launch/ports.py": "lease files (a port and its owner); a warning naming the lease folder",
     "launch/shared.py": "lease files under a shared folder (pids, owners)",
-    "launch/envs.py": "requirement lists uv reads: the index URLs as given (uv needs them), never shown",
+    "launch/envs.py": "requirement lists uv reads: the index URLs as given (uv needs them), never shown; cache markers",
     "logs/cache.py": "the signature packs' parsed patterns",
     "logs/guard.py": "a warning naming a pack's pattern",
     "launch/faulthandler_site/sitecustomize.py": "runs inside the server: its faulthandler dumps (file, line, function)",
     "execute/ray/probe.py": "a Ray cluster's hosts and GPU counts, for the driver to read",
     "execute/ray/span.py": "a node-spanning attempt's nodes: pids, exit codes, times",
+    "safefiles/folder.py": "the files door: bytes its callers (each listed here) hand it; a lock's pid",
+    "launch/stacks.py": "stacks files, each through sink.document, written through the files door",
+    "launch/helpers.py": "a helper program's standard input: what its caller hands it, never shown",
 }
+# the files door's writers (safefiles): a Folder's write(name, data), write_file, write_below
+_DOOR_WRITES = ("write_file", "write_below")
 _WRITE_MODES = ('"w', '"a', '"x', "'w", "'a", "'x", "WRONLY", "RDWR", "O_CREAT")
 
 
@@ -50,6 +55,8 @@ def writes(tree: ast.AST) -> Iterator[str]:
             or (name == "write" and owner in ("sys.stdout", "sys.stderr", "os"))
             or (name in ("echo", "secho") and owner in ("typer", "click"))
             or (name in ("open", "fdopen") and any(mode in modes for mode in _WRITE_MODES))
+            or name in _DOOR_WRITES
+            or (name == "write" and owner not in ("os", "sys.stdout", "sys.stderr") and len(node.args) >= 2)
         ):
             yield f"line {node.lineno}: {ast.unparse(node)[:80]}"
 
