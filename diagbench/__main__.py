@@ -1,3 +1,7 @@
+"""`python -m diagbench`: the command line."""
+
 from diagbench.cli import main
+
+__all__: list[str] = []
 
 main()

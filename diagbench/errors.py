@@ -20,6 +20,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+__all__ = [
+    "DiagbenchError",
+    "LaunchError",
+    "RecordError",
+    "RunDirError",
+    "SpecError",
+    "SpecErrors",
+    "UserError",
+    "WriteError",
+]
+
 
 class DiagbenchError(Exception):
     """Base of every error diagbench raises on purpose."""

@@ -24,6 +24,19 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "annotation",
+    "fence",
+    "html",
+    "markdown",
+    "markdown_code",
+    "markdown_line",
+    "one_line",
+    "strip_unsafe",
+    "terminal",
+    "xml",
+]
+
 # C0 and C1 controls, DEL, zero-width and bidirectional formatting characters, lone
 # surrogates (from undecodable bytes) and the two non-characters XML refuses
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ud800-\udfff\ufffe\uffff]")

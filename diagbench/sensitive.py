@@ -11,6 +11,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+__all__ = [
+    "REDACTED",
+    "SECRET_URL",
+    "SHAPE",
+    "holds_secret",
+    "looks_secret",
+    "secret_flag",
+    "secret_name",
+    "secret_template",
+    "token_start",
+    "tokens",
+]
+
 REDACTED = "<redacted>"
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _SECRET_ENDINGS = (

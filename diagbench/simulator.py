@@ -30,6 +30,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from diagbench.jsonreply import read_json, reply_json
 from diagbench.jsonvalue import JSON
 
+__all__ = [
+    "ADVICE",
+    "BANNER",
+    "COMPILE_FACTOR",
+    "EAGER_FACTOR",
+    "INDUCTOR_REPLAY",
+    "ISOLATION",
+    "TOKEN_S",
+    "buckets",
+    "capture",
+    "capture_error",
+    "fail_capture",
+    "main",
+    "max_new_tokens",
+    "serve_health",
+    "token_seconds",
+]
+
 BANNER = "[diagbench simulator] simulated SGLang server: no GPU, no model; timings scaled to seconds"
 ADVICE = (
     "Possible solutions:\n"

@@ -10,6 +10,29 @@ from typing import NoReturn, Protocol
 
 from diagbench.jsonvalue import JSON
 
+__all__ = [
+    "CONDITION_OUTCOMES",
+    "FAILURE_CLASSES",
+    "NOT_READY",
+    "NOT_READY_OUTCOMES",
+    "OUTCOMES",
+    "VERDICTS",
+    "DiffFormat",
+    "Ended",
+    "Evidence",
+    "ExitCode",
+    "FailureClass",
+    "LogOutcome",
+    "Match",
+    "Outcome",
+    "ReportFormat",
+    "TextOrJson",
+    "VerdictWord",
+    "Word",
+    "assert_never",
+    "outcome_label",
+]
+
 if sys.version_info >= (3, 11):
     from typing import assert_never
 else:  # typing's own from 3.11: a value mypy proves can never get here (a word no `match` case handled)

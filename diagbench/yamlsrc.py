@@ -24,6 +24,20 @@ import yaml
 from diagbench.errors import SpecError, SpecErrors
 from diagbench.safefiles import TooLarge, Unsafe, read_input
 
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_ERRORS",
+    "MAX_NODES",
+    "Broken",
+    "Problems",
+    "Src",
+    "check_size",
+    "load_document",
+    "parse_duration",
+    "suggest",
+    "write_duration",
+]
+
 _TRUE = {"on", "true", "yes", "y"}
 _FALSE = {"off", "false", "no", "n"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

@@ -26,6 +26,19 @@ if TYPE_CHECKING:
     from diagbench.spec.load import Spec
     from diagbench.triage.record import Triage
 
+__all__ = [
+    "AppGroup",
+    "app",
+    "err",
+    "guarded",
+    "out",
+    "output_cut_exit",
+    "show",
+    "write_out",
+    "write_report",
+    "write_run_html",
+]
+
 
 class AppGroup(ReadableGroup):
     """The app's group: each command's module imported, and the command built, when it is

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from diagbench.judge.view import RunView
     from diagbench.spec.load import Spec
 
+__all__ = ["check_launchable", "check_writable", "say_problems"]
+
 
 def check_writable(path: Path, option: str) -> None:
     """Fail before the run, not after it: the report file must be creatable (and is left as it was)."""

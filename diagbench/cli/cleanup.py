@@ -14,6 +14,8 @@ from diagbench.cli.app import app, err, guarded, out
 if TYPE_CHECKING:
     from diagbench.execute.sweep import Sweep, Waiting
 
+__all__ = ["cleanup", "sweep_saying_so"]
+
 
 @app.command()
 def cleanup(

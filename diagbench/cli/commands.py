@@ -15,6 +15,8 @@ from typing import Any
 import typer
 from typer.main import get_command_from_info, get_command_name
 
+__all__ = ["COMMAND_MODULES", "LazyCommands", "registered_command"]
+
 # the command -> its module, diagbench/cli/MODULE.py (tests/cli/test_cli_conventions.py checks it)
 COMMAND_MODULES = {
     "run": "run",

@@ -10,6 +10,18 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from diagbench.vocab import ExitCode
 
+__all__ = [
+    "EXIT_CODES",
+    "HELP_OPTIONS",
+    "PLACEHOLDERS",
+    "READING_ORDER",
+    "ReadableGroup",
+    "UsageError",
+    "complete_only",
+    "plain_words",
+    "usage_message",
+]
+
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 # `diagbench -h` lists commands in the order people meet them, not in import order

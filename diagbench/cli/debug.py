@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from diagbench.debug.run import DebugResult
     from diagbench.spec.executor import ExecutorSpec
 
+__all__ = ["DEBUG_EXIT_CODES", "debug"]
+
 DEBUG_EXIT_CODES = (
     "\b\nExit codes: 0 the debug launch decided a failure line; 1 it did not (or the command came up, or\n"
     "no debug setting is known for its failure); 2 bad usage; 3 diagbench failed; 130 interrupted.\n"

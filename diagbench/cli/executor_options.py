@@ -15,6 +15,8 @@ import typer
 from diagbench.cli.app import guarded
 from diagbench.execute.executors import all_options, kinds
 
+__all__ = ["Executor", "with_executor_options"]
+
 Executor = Enum("Executor", {kind: kind for kind in kinds()}, type=str)  # type: ignore[misc]  # the registry's kinds
 
 

@@ -20,6 +20,18 @@ if TYPE_CHECKING:
     from diagbench.logs.signatures import Signature
     from diagbench.spec.load import Spec
 
+__all__ = [
+    "CLASSIFY_EXIT",
+    "CLASSIFY_EXIT_CODES",
+    "REPORT_EXIT_CODES",
+    "Engine",
+    "classify",
+    "diff",
+    "list_signatures",
+    "plan",
+    "report",
+]
+
 
 @app.command()
 def plan(

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from diagbench.isolate.problem import Problem, ServerRules
     from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
 
+__all__ = ["isolate"]
+
 _GOOD_HELP = (
     "the launch that comes up: one command line with {port} (leading NAME=value and env -u NAME words set env), "
     "or AXIS=LABEL,..."

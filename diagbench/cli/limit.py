@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from diagbench.spec.executor import ExecutorSpec
     from diagbench.spec.load import Spec
 
+__all__ = ["LIMIT_EXIT_CODES", "launch_options", "limit", "sweep_first"]
+
 LIMIT_EXIT_CODES = (
     "\b\nExit codes: 0 a value that comes up was found (the limit); 1 nothing in the range came up, or a launch\n"
     "decided nothing; 2 bad usage; 3 diagbench failed; 130 interrupted."

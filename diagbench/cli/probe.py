@@ -18,6 +18,8 @@ from diagbench.vocab import ExitCode
 if TYPE_CHECKING:
     from diagbench.spec.load import Spec
 
+__all__ = ["probe"]
+
 _EXITS = (
     "\b\nExit codes (for `git bisect run`): 0 it came up; 1 it showed the target failure; "
     "125 anything else, a mistake in the command line included (git bisect skips the revision); "

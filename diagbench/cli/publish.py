@@ -8,6 +8,8 @@ from pathlib import Path
 from diagbench.cli.app import guarded, out, write_report
 from diagbench.judge.view import RunView
 
+__all__ = ["annotate", "publish"]
+
 
 def publish(view: RunView, junit: Path | None) -> None:
     """report.html in the run directory always; the rest where asked for (or where CI expects it)."""

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from diagbench.spec.executor import ExecutorSpec
     from diagbench.spec.load import Spec
 
+__all__ = ["run"]
+
 
 @app.command(epilog=EXIT_CODES)
 @with_executor_options

@@ -8,6 +8,8 @@ import typer
 
 from diagbench.cli.app import app, guarded, write_out
 
+__all__ = ["schema"]
+
 
 @app.command()
 def schema(

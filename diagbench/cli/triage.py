@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from diagbench.debug.sets import DebugCatalogue
     from diagbench.triage.run import TriageResult
 
+__all__ = ["TRIAGE_EXIT_CODES", "list_remedies", "triage"]
+
 TRIAGE_EXIT_CODES = (
     "\b\nExit codes: 0 a working launch found (or the command comes up as it is); 1 none found, or no\n"
     "remedy is known for the failure; 2 bad usage; 3 diagbench failed; 130 interrupted."

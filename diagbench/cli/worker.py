@@ -10,6 +10,8 @@ import typer
 
 from diagbench.cli.app import app, guarded, out
 
+__all__ = ["worker"]
+
 
 @app.command(hidden=True)
 def worker(

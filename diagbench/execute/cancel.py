@@ -15,6 +15,8 @@ import signal
 import threading
 from collections.abc import Iterator
 
+__all__ = ["INTERRUPTED", "STOP_SIGNALS", "Cancel", "stop_on_signals"]
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 INTERRUPTED = "the run was interrupted"
 

@@ -18,6 +18,8 @@ from diagbench.spec.executor import LOCAL, ExecutorSpec, Setting
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import Spec
 
+__all__ = ["Placement", "executor_notes", "place", "requested"]
+
 
 @dataclass(frozen=True)
 class Placement:

@@ -15,6 +15,8 @@ from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell, parse_only, select_cells
 from diagbench.spec.plan import CellPlan, OrderedAttempt, Plan, plan_attempts
 
+__all__ = ["plan_of", "ready_warning"]
+
 
 def plan_of(
     spec: Spec, only: Sequence[str], slots: SlotPlan | None = None, stop_when_decided: bool = False, repeat: int = 1

@@ -11,6 +11,8 @@ from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
 from diagbench.spec.plan import PlannedAttempt
 
+__all__ = ["QuietEvents", "RunEvents"]
+
 
 class RunEvents(Protocol):
     def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:

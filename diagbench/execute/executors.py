@@ -28,6 +28,18 @@ if TYPE_CHECKING:  # the command line builds its options from this registry: it 
     from diagbench.spec.gpus import GpuRequest
     from diagbench.spec.load import Spec
 
+__all__ = [
+    "LocalPlugin",
+    "all_options",
+    "kinds",
+    "on_this_host",
+    "owner_of",
+    "plugin_for",
+    "register",
+    "run_worker",
+    "unregister",
+]
+
 _REGISTRY: dict[str, ExecutorPlugin] = {}
 
 

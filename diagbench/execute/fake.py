@@ -29,6 +29,8 @@ from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Evidence, Outcome
 
+__all__ = ["FAKE", "FakeExecutor", "FakePlugin", "Logs"]
+
 FAKE = "fake"
 # the log an attempt's server would write, as text
 Logs = Callable[[PlannedAttempt], str]

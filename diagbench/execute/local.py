@@ -21,6 +21,8 @@ from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
+__all__ = ["LocalExecutor", "local_place"]
+
 
 class LocalExecutor:
     """Launches, watches and tears down each attempt on this host.

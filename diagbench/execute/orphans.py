@@ -31,6 +31,8 @@ from diagbench.records.store import LOCK_FILE, MAX_RECORD_BYTES, read_manifest, 
 from diagbench.safefiles import Folder
 from diagbench.vocab import Outcome
 
+__all__ = ["CLEANUP_LOG", "Orphan", "append_to_log", "died_while_it_ran", "record_orphans"]
+
 CLEANUP_LOG = "cleanup.json"
 
 

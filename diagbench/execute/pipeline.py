@@ -37,6 +37,8 @@ from diagbench.spec.matrix import parse_only, select_cells
 from diagbench.spec.plan import PlannedAttempt, plan_attempts
 from diagbench.vocab import Outcome
 
+__all__ = ["RunOptions", "RunResult", "check_decision_options", "execute", "judge_run", "reopen_run"]
+
 
 @dataclass
 class RunResult:

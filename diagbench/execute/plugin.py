@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # every command line reads the plugins' options: it must not 
     from diagbench.spec.load import Spec
     from diagbench.spec.plan import PlannedAttempt
 
+__all__ = ["Build", "ExecutorOption", "ExecutorPlugin", "PluginBase", "Settled"]
+
 
 @dataclass(frozen=True)
 class ExecutorOption:

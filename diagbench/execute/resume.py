@@ -14,6 +14,8 @@ from diagbench.spec.gpus import GpuMode, GpuRequest
 from diagbench.spec.load import Spec, load_spec
 from diagbench.vocab import Outcome
 
+__all__ = ["RunFlags", "check_same_spec", "nothing_to_resume", "recorded_spec", "resumed_flags"]
+
 
 def recorded_spec(run: Path) -> Spec:
     """The spec a run was started with, from the text its manifest keeps (and where that file was,

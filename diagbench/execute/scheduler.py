@@ -31,6 +31,8 @@ from diagbench.records.store import RunDir
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
+__all__ = ["TRACEBACK", "Executor", "Gate", "Scheduled", "run_attempts"]
+
 
 class Executor(Protocol):
     """Runs one attempt to its record, on this host or elsewhere.

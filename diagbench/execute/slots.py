@@ -19,6 +19,21 @@ from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.matrix import Cell
 
+__all__ = [
+    "NO_LEASES_FIX",
+    "Distance",
+    "Slot",
+    "SlotPlan",
+    "group_gpus",
+    "lease_notes",
+    "plain_slots",
+    "plan_slots",
+    "queue_notes",
+    "queue_slots",
+    "resolve_slots",
+    "topology_distance",
+]
+
 
 @dataclass(frozen=True)
 class Slot:

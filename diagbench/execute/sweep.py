@@ -25,6 +25,8 @@ from diagbench.records.store import lock_holder, read_manifest, try_lock_run, wr
 from diagbench.safefiles import Folder
 from diagbench.vocab import Outcome
 
+__all__ = ["DEFAULT_GRACE_S", "MAX_GRACE_S", "Sweep", "Swept", "Waiting", "describe", "sweep_host"]
+
 DEFAULT_GRACE_S = 10.0
 MAX_GRACE_S = 30.0  # a dead run's own grace, but a cleanup never waits longer than this
 

@@ -9,6 +9,8 @@ from diagbench.errors import UserError
 from diagbench.isolate.factors import Config, Factor, FactorKind
 from diagbench.spec.matrix import Axis, axis_term, make_cell
 
+__all__ = ["AxisSpace", "axis_space"]
+
 
 @dataclass(frozen=True)
 class AxisSpace:

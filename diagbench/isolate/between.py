@@ -42,6 +42,8 @@ from diagbench.launch.environment import ask_all
 from diagbench.launch.envs import Built, EnvCache
 from diagbench.records.store import write_json
 
+__all__ = ["VersionSpace", "bisect", "from_between"]
+
 SHOWN_CANDIDATES = 8  # versions named in a 'one of ...' answer; more are given as a range
 
 

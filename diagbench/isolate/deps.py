@@ -28,6 +28,8 @@ from diagbench.launch.environment import ask_all
 from diagbench.records.redact import Redactor
 from diagbench.safefiles import read_input
 
+__all__ = ["Deps", "Pin", "normalise", "read_deps"]
+
 MAX_DEPS_BYTES = 16 << 20  # a lock file of thousands of hashed pins is a few MB
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(.*)$")
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

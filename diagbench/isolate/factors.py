@@ -29,6 +29,20 @@ from diagbench.isolate.pasted import split_command
 from diagbench.jsonvalue import JSON
 from diagbench.records.redact import redact, redact_argv
 
+__all__ = [
+    "UNSET_LABEL",
+    "CommandSpace",
+    "Config",
+    "Factor",
+    "FactorKind",
+    "Key",
+    "Line",
+    "Part",
+    "Space",
+    "derive",
+    "shown_command",
+]
+
 _PLAIN = re.compile(r"^[\w@%+=:,./{}-]+$")
 _NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d*)?([eE][-+]?\d+)?$")
 

@@ -29,6 +29,8 @@ from diagbench.isolate.deps import Deps, normalise
 from diagbench.launch.envs import Indexes
 from diagbench.records.redact import Redactor
 
+__all__ = ["INDEX_VARS", "PYPI", "Range", "index_url", "parse_between", "published", "versions_between"]
+
 PYPI = "https://pypi.org/simple/"
 INDEX_VARS = ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
 _ACCEPT = "application/vnd.pypi.simple.v1+json"

@@ -22,6 +22,16 @@ from diagbench.isolate.index import indexes_of
 from diagbench.isolate.problem import Problem, ServerRules, command_problem
 from diagbench.launch.envs import Built, EnvCache
 
+__all__ = [
+    "PYTHON_MARK",
+    "BuildReport",
+    "EnvironmentBuilt",
+    "PackageSpace",
+    "from_packages",
+    "package_factors",
+    "package_space",
+]
+
 PYTHON_MARK = "{python}"
 
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from diagbench.errors import UserError
 
+__all__ = ["ENV_WORD", "Env", "split_command"]
+
 ENV_WORD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSET = re.compile(r"^(?:-u|--unset=)(.+)$", re.DOTALL)

@@ -21,6 +21,21 @@ from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell, parse_only, select_cells
 from diagbench.vocab import CONDITION_OUTCOMES, FAILURE_CLASSES, Outcome, outcome_label
 
+__all__ = [
+    "ANY_FAILURE",
+    "NOT_READY",
+    "READY_EXIT",
+    "SKIP_EXIT",
+    "TARGET_EXIT",
+    "ProbeResult",
+    "ProbeTarget",
+    "command_spec",
+    "exit_code_of",
+    "one_cell",
+    "parse_target",
+    "probe",
+]
+
 READY_EXIT = 0
 TARGET_EXIT = 1
 SKIP_EXIT = 125  # git bisect run: this revision cannot be tested

@@ -16,6 +16,8 @@ from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, load_packs
 from diagbench.spec.load import COMPILE_CACHE_VARS, DEFAULT_GRACE_S, DEFAULT_TIMEOUT_S, ServerSpec, Spec
 
+__all__ = ["Problem", "ServerRules", "command_problem", "from_commands", "from_spec", "server_spec"]
+
 
 @dataclass(frozen=True)
 class Problem:

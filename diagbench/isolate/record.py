@@ -19,6 +19,8 @@ from diagbench.jsonvalue import JSON
 from diagbench.safefiles import read_regular
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
+__all__ = ["FILENAME", "ISOLATION_VERSION", "NOT_ISOLABLE_EXIT", "Isolation", "Status", "Step", "read_isolation"]
+
 ISOLATION_VERSION = 1
 FILENAME = "isolation.json"
 NOT_ISOLABLE_EXIT = 1

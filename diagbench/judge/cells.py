@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from diagbench.jsonvalue import JSON
 from diagbench.records.record import AttemptRecord
 
+__all__ = ["CellCounts", "cell_counts", "repeated"]
+
 
 @dataclass(frozen=True)
 class CellCounts:

@@ -27,6 +27,8 @@ from diagbench.spec.matrix import selects
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Match
 
+__all__ = ["NOTHING_TO_DECIDE", "Decider", "decision_order", "expectation_fixed", "hypothesis_fixed"]
+
 NOTHING_TO_DECIDE = "decides no hypothesis and no expect"
 
 

@@ -18,6 +18,8 @@ from diagbench.judge.view import RunView
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
 
+__all__ = ["CellChange", "CellState", "Changes", "cell_states", "diff_runs", "hang_sites"]
+
 
 @dataclass(frozen=True)
 class CellState:

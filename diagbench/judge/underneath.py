@@ -13,6 +13,17 @@ from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
 
+__all__ = [
+    "MIN_SHIFT_RATIO",
+    "MIN_SHIFT_S",
+    "STARTUP",
+    "EnvChange",
+    "PhaseShift",
+    "Underneath",
+    "compare_environments",
+    "phase_shifts",
+]
+
 MIN_SHIFT_S = 2.0  # a phase this much slower or faster at least, whatever the repeats say
 MIN_SHIFT_RATIO = 0.25  # and by a quarter of its earlier duration
 STARTUP = "start-up"  # launch -> ready, beside the phases

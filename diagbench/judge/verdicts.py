@@ -21,6 +21,17 @@ from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import CellRef, selects
 from diagbench.vocab import Evidence, Match, Outcome, VerdictWord, outcome_label
 
+__all__ = [
+    "DecidingAttempt",
+    "Verdict",
+    "VerdictEvidence",
+    "Violation",
+    "cell_refutes",
+    "check_expectations",
+    "judge",
+    "match",
+]
+
 _UNDECIDED = {
     Outcome.TIMEOUT: "timed out",
     Outcome.LAUNCH_ERROR: "launch error",

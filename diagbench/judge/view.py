@@ -17,6 +17,8 @@ from diagbench.spec.hypotheses import Expectation, hypotheses_sha256
 from diagbench.spec.matrix import selects
 from diagbench.vocab import ExitCode, Outcome, VerdictWord
 
+__all__ = ["LOG_TAIL_BYTES", "RunView", "exit_code", "log_tail", "problems", "unchecked", "view_of"]
+
 LOG_TAIL_BYTES = 8192
 
 

@@ -36,6 +36,8 @@ from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import timeout_hint
 from diagbench.vocab import FailureClass, Outcome
 
+__all__ = ["DRAIN_AFTER_STOP_S", "EXIT_DRAIN_READS", "PROBE_JOIN_S", "PhaseCallback", "run_attempt"]
+
 DRAIN_AFTER_STOP_S = 2.0  # keep what a dying server prints, but not forever
 EXIT_DRAIN_READS = 1024  # up to 64 MB left in the pipe at exit (a worker may still be writing)
 PROBE_JOIN_S = 5.0

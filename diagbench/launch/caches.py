@@ -13,6 +13,8 @@ from diagbench.errors import WriteError
 from diagbench.launch.tags import Owner, caches_prefix, current_scope
 from diagbench.safefiles import remove_folder
 
+__all__ = ["FIX", "SHARED_TMP", "caches_places", "compile_caches"]
+
 SHARED_TMP = Path("/tmp")  # where a diagbench with another TMPDIR (or none) made its folders
 FIX = "server.fresh_caches makes a folder per attempt there: free some space, or set TMPDIR to a writable folder"
 

@@ -13,6 +13,8 @@ from diagbench.records.parts import RootCause
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
 
+__all__ = ["with_cause"]
+
 
 def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptRecord:
     """A failed or crashed launch's root cause, read once from server.log after the teardown

@@ -12,6 +12,8 @@ from diagbench.launch.tags import Tag
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.matrix import Cell
 
+__all__ = ["build_command", "build_env", "probe_url"]
+
 
 def build_command(server: ServerSpec, cell: Cell, port: int | str) -> tuple[str, ...]:
     path = server_path(server.env, cell.env)

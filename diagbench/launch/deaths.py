@@ -22,6 +22,8 @@ import psutil
 
 from diagbench.safetext import one_line
 
+__all__ = ["REFRESH_S", "Death", "Descendants"]
+
 REFRESH_S = 0.5  # look for new descendants at most this often (only when the server writes)
 _EXIT_CODE_FIELD = 52  # /proc/<pid>/stat, 1-based, counting the pid and (comm) as fields 1 and 2
 

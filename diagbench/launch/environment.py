@@ -36,6 +36,7 @@ from diagbench.spec.plan import PlannedAttempt
 
 __all__ = [
     "ASK_TIMEOUT_S",
+    "STEERING_PREFIXES",
     "Waiting",
     "ask_all",
     "ask_interpreter",

@@ -37,7 +37,7 @@ from diagbench.launch.helpers import run_helper
 from diagbench.records.redact import Redactor
 from diagbench.safefiles import Folder, Unsafe, private_folder
 
-__all__ = ["CACHE_VAR", "Built", "EnvCache", "Indexes", "cache_root", "uv_binary"]
+__all__ = ["BUILD_TIMEOUT_S", "CACHE_VAR", "Built", "EnvCache", "Indexes", "cache_root", "uv_binary"]
 
 CACHE_VAR = "DIAGBENCH_ENV_CACHE"
 BUILD_TIMEOUT_S = 900.0

@@ -19,6 +19,28 @@ from diagbench.errors import UserError
 from diagbench.launch.helpers import run_helper
 from diagbench.spec.gpus import GpuMode, GpuRequest
 
+__all__ = [
+    "ORDER_VAR",
+    "SETTLE_BOUND_S",
+    "SETTLE_TOLERANCE_MIB",
+    "VISIBLE_VAR",
+    "Gpu",
+    "GpuOffer",
+    "activity",
+    "describe",
+    "inventory",
+    "link_distance",
+    "memory_used_mib",
+    "offer_gpus",
+    "parse_topology",
+    "physical_index",
+    "pick",
+    "process_usage",
+    "topology",
+    "visible_ids",
+    "wait_for_baseline",
+]
+
 SETTLE_TOLERANCE_MIB = 256
 SETTLE_BOUND_S = 30.0
 _SMI_TIMEOUT_S = 10

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from diagbench.launch.shared import Unusable, open_folder, open_lock
 
+__all__ = ["FIRST_POLL_S", "LAST_POLL_S", "LOCKS_VAR", "LOCK_DIR", "Waiting", "check_leases", "hold_gpus", "lock_dir"]
+
 LOCK_DIR = Path("/tmp/diagbench-gpus")  # fixed on purpose, not tempfile's: every diagbench of the host must agree
 LOCKS_VAR = "DIAGBENCH_GPU_LOCKS"
 FIRST_POLL_S = 0.05

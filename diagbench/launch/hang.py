@@ -23,6 +23,8 @@ from diagbench.safefiles import Folder
 from diagbench.spec.load import ServerSpec
 from diagbench.vocab import Outcome
 
+__all__ = ["FAULTHANDLER_VAR", "SITE_DIR", "STACKS_FOLDER", "HangCheck", "faulthandler_env"]
+
 STACKS_FOLDER = "stacks"
 FAULTHANDLER_VAR = "DIAGBENCH_FAULTHANDLER_DIR"
 SITE_DIR = Path(__file__).resolve().parent / "faulthandler_site"

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from diagbench.launch.stacks import ProcessStacks, Thread
 from diagbench.records.parts import Hang
 
+__all__ = ["BLOCKED", "CHILDREN", "GPU", "SLEEP", "TOP_FRAMES", "UNKNOWN", "summarise", "thread_site", "waiting_frame"]
+
 TOP_FRAMES = 8
 GPU, BLOCKED, CHILDREN, SLEEP, UNKNOWN = 0, 1, 2, 3, 9
 

@@ -15,6 +15,8 @@ from diagbench.launch import gpu
 from diagbench.launch.helpers import run_helper
 from diagbench.records.redact import redact_argv
 
+__all__ = ["collect"]
+
 
 def collect(cwd: Path) -> dict[str, JSON]:
     return {

@@ -24,6 +24,8 @@ import httpx
 from diagbench.records.parts import Price
 from diagbench.spec.ready import PriceLoad
 
+__all__ = ["JOIN_S", "PRICE_VERSION", "measure", "price_launch"]
+
 PRICE_VERSION = 1
 JOIN_S = 5.0  # a request in flight when the budget ran out
 FIRST_ANSWER_S = 30.0  # a server that came up answers its first request within this, or is not priced

@@ -26,6 +26,8 @@ from diagbench.errors import WriteError
 from diagbench.records.sink import StreamBlanker
 from diagbench.vocab import Evidence
 
+__all__ = ["DEFAULT_MAX_LOG", "TAIL_MAX", "TAIL_MIN", "CappedLog", "LogStats", "tail_size"]
+
 DEFAULT_MAX_LOG = 1 << 30
 TAIL_MIN = 1 << 20
 TAIL_MAX = 8 << 20

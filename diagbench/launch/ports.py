@@ -31,6 +31,8 @@ from diagbench.errors import LaunchError
 from diagbench.launch.shared import Unusable, open_folder, open_lock
 from diagbench.safetext import one_line
 
+__all__ = ["AUTO_TRIES", "LEASE_DIR", "Lease", "free_port", "lease_port", "port_holder", "remove_stale_leases"]
+
 # Ports are the host's, so every diagbench on it must find the same folder, whatever its
 # TMPDIR (a batch job's, a CI job's, macOS's per-user one) or its user: /tmp is that place
 # on every Unix. XDG_RUNTIME_DIR is per user, and /dev/shm is not on every system.

@@ -15,6 +15,8 @@ from diagbench.launch.programs import missing_program, server_path
 from diagbench.spec.load import ServerSpec
 from diagbench.spec.matrix import Cell
 
+__all__ = ["Problem", "executable_problem", "preflight"]
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -12,6 +12,18 @@ import httpx
 
 from diagbench.spec.ready import ReadyRequest
 
+__all__ = [
+    "BODY_CHARS",
+    "FIRST_DELAY_S",
+    "MAX_DELAY_S",
+    "REQUEST_TIMEOUT_S",
+    "Answer",
+    "ClientFactory",
+    "HttpProbe",
+    "Readiness",
+    "RequestProbe",
+]
+
 FIRST_DELAY_S = 0.05
 MAX_DELAY_S = 0.5
 REQUEST_TIMEOUT_S = 2.0

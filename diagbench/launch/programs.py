@@ -16,6 +16,8 @@ from collections.abc import Mapping
 
 from diagbench.spec.checks import PROGRAM
 
+__all__ = ["fill_programs", "find_program", "missing_program", "server_path", "variable"]
+
 
 def variable(name: str) -> str:
     """The variable that points `{bin:NAME}` at a path: `DIAGBENCH_BIN_VLLM` for vllm."""

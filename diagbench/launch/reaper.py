@@ -22,6 +22,8 @@ from diagbench.launch.caches import caches_places
 from diagbench.launch.process import Teardown, process_group, stop_processes, tagged_processes
 from diagbench.launch.tags import CACHES_PREFIX, Owner, Tag, caches_owner, current_scope, in_scope, scope_mark
 
+__all__ = ["Stray", "find_strays", "leaked_folders", "remove_folder", "stop_stray"]
+
 
 @dataclass(frozen=True)
 class Stray:

@@ -31,6 +31,20 @@ from diagbench.records.redact import Redactor
 from diagbench.safefiles import Folder, open_regular
 from diagbench.safetext import one_line
 
+__all__ = [
+    "FAULTHANDLER_SIGNAL",
+    "FAULTHANDLER_WAIT_S",
+    "KERNEL_STACK_LINES",
+    "PARALLEL_DUMPS",
+    "PYSPY_TIMEOUT_S",
+    "ProcessStacks",
+    "Thread",
+    "parse_faulthandler",
+    "parse_pyspy",
+    "pyspy_path",
+    "take_stacks",
+]
+
 PYSPY_TIMEOUT_S = 10.0  # a dump of a big process takes about a second; a stuck py-spy is cut
 FAULTHANDLER_WAIT_S = 1.0  # how long a process gets to write its own stacks after SIGUSR2
 FAULTHANDLER_SIGNAL = signal.SIGUSR2

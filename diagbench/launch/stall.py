@@ -24,6 +24,19 @@ import psutil
 
 from diagbench.launch import gpu
 
+__all__ = [
+    "CHECK_EVERY_MAX_S",
+    "CHECK_EVERY_MIN_S",
+    "CPU_BUSY_FRACTION",
+    "CPU_BUSY_MIN_S",
+    "GPU_MEMORY_MIB",
+    "GPU_UTIL_POINTS",
+    "StallWatch",
+    "check_every",
+    "rule_words",
+    "tree_cpu_seconds",
+]
+
 CPU_BUSY_FRACTION = 0.05  # of one core, averaged over the window: less is "no work"
 CPU_BUSY_MIN_S = 0.02  # below this much CPU time, whatever the window, no work was done
 GPU_UTIL_POINTS = 10  # a change of utilisation smaller than this is noise

@@ -31,6 +31,24 @@ from pathlib import Path
 
 import psutil
 
+__all__ = [
+    "CACHES_PREFIX",
+    "OWNER_VAR",
+    "RUN_VAR",
+    "SCOPE_VAR",
+    "TAG_VAR",
+    "Owner",
+    "Tag",
+    "caches_owner",
+    "caches_prefix",
+    "current_scope",
+    "in_scope",
+    "me",
+    "new_nonce",
+    "running",
+    "scope_mark",
+]
+
 TAG_VAR = "DIAGBENCH_ATTEMPT"
 OWNER_VAR = "DIAGBENCH_OWNER"
 RUN_VAR = "DIAGBENCH_RUN"

@@ -27,6 +27,8 @@ from typing import Any
 from diagbench import __version__
 from diagbench.safefiles import Folder, private_folder
 
+__all__ = ["KEEP", "cache_dir", "cached_packs", "entry", "read_entry", "store", "store_packs", "write_entry"]
+
 KEEP = 16
 MAX_ENTRY_BYTES = 256 << 20  # a compiled database of every pack is megabytes
 _PACKS_FORMAT = 3  # bumped when Signature gains a field: an entry without it would read as its default

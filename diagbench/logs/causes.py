@@ -14,6 +14,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+__all__ = ["CAPTURE_FRAME", "FRAMES", "TABLE", "Entry", "class_of", "class_of_frame"]
+
 
 @dataclass(frozen=True)
 class Entry:

@@ -24,6 +24,8 @@ from diagbench.logs.watch import Watch
 from diagbench.safefiles import Unsafe, open_input
 from diagbench.vocab import Evidence, Outcome
 
+__all__ = ["CHUNK", "Classification", "classify_file", "classify_stream", "context", "open_log"]
+
 CHUNK = 1 << 20  # a stream's reads
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from diagbench.vocab import Evidence, Outcome
 
+__all__ = ["Decision", "PhaseChange", "ReadyRule"]
+
 
 @dataclass(frozen=True)
 class Decision:

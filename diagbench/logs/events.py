@@ -13,6 +13,17 @@ from diagbench.logs.scan import Hit
 from diagbench.logs.signatures import Kind, Signature
 from diagbench.vocab import Evidence, FailureClass
 
+__all__ = [
+    "DEATH_CLASSES",
+    "DEATH_PRIORITY",
+    "EVENT_PACK",
+    "EVIDENCE_CHARS",
+    "death_hit",
+    "evidence_of",
+    "is_event",
+    "signal_name",
+]
+
 EVENT_PACK = "diagbench"
 EVIDENCE_CHARS = 500
 # Orderly stops (SIGTERM, SIGINT, SIGHUP) are no failure: a server's own cleanup sends them.

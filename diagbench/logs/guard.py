@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Union
 if TYPE_CHECKING:
     import regex  # imported when a user's pattern is first compiled: start-up stays as it was
 
+__all__ = ["BUDGET_S", "Guarded", "LineMatch", "line_regex", "overrun", "overruns"]
+
 BUDGET_S = 0.25  # per search of one line (or one buffer, for the pure-Python candidate engine)
 
 LineMatch = Union[re.Match[bytes], "regex.Match[bytes]"]

@@ -21,6 +21,24 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from typing import Protocol
 
+__all__ = [
+    "BLOCK",
+    "CR_FOLLOWED",
+    "JUNK_START",
+    "MAX_LINE",
+    "Buffer",
+    "LineSplitter",
+    "RawFile",
+    "clean",
+    "count_endings",
+    "has_junk",
+    "line_bounds",
+    "lone_crs",
+    "read_blocks",
+    "split_lines",
+    "whole_lines_end",
+]
+
 Buffer = bytes | bytearray
 
 

@@ -11,6 +11,23 @@ from __future__ import annotations
 import functools
 import re
 
+__all__ = [
+    "ANSWERED",
+    "DEATHS",
+    "ENDING",
+    "FATAL_RECORD",
+    "GAVE_UP",
+    "INTERRUPTED",
+    "LOGGED",
+    "MESSAGE_CHARS",
+    "NATIVE_PATTERNS",
+    "PROMPT",
+    "STOPPED",
+    "WORDS",
+    "native",
+    "native_patterns",
+]
+
 LOGGED = "logged error"  # a log record at error level: an error, not a report of why
 PROMPT = "shell prompt"  # a log that ends at the shell's prompt: the process ended (counts only at the end)
 STOPPED = "server stopped"  # a server's own word that it is shutting down (counts only at the end, before ready)

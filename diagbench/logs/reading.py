@@ -27,6 +27,21 @@ from diagbench.logs.native import DEATHS, ENDING, PROMPT, STOPPED
 from diagbench.logs.rootcause import Cause, interrupted, read, root_of
 from diagbench.vocab import Evidence
 
+__all__ = [
+    "BLOCK",
+    "CAUSE_BELOW",
+    "CHAIN_BYTES",
+    "FATAL_CLASSES",
+    "FATAL_KINDS",
+    "LAST_LINES",
+    "LOOK_BEFORE",
+    "SERVING",
+    "TAIL",
+    "Reading",
+    "causes_of",
+    "refine",
+]
+
 TAIL = 1 << 18  # the root cause is read in the last 256 KB before the decision (or the log's end): thousands of lines
 BLOCK = 1 << 20
 # a window that begins inside a chain of exceptions ("The above exception was the direct cause ...")

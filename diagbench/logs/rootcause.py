@@ -26,6 +26,8 @@ from diagbench.logs.causes import CAPTURE_FRAME, class_of, class_of_frame
 from diagbench.logs.native import ANSWERED, DEATHS, FATAL_RECORD, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
 from diagbench.logs.signatures import PREFIX
 
+__all__ = ["CUT", "LINE_CHARS", "Cause", "interrupted", "read", "root_of", "strip"]
+
 _PREFIX = re.compile("^" + PREFIX)
 # prefixes of loggers the packs' PREFIX does not name: `2023-05-30 17:19:25 | ERROR | stderr | `
 # (FastChat), `2024-01-01 10:00:00,123 - `, `[12:00:00] `

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from diagbench.errors import UserError
 
+__all__ = ["ALIASES", "READY_ALSO", "SERVERS", "known_server", "server_name"]
+
 SERVERS = {
     "vllm": "vLLM",
     "sglang": "SGLang",

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from diagbench.logs.server_names import READY_ALSO
 from diagbench.logs.signatures import Kind, Signature
 
+__all__ = ["Detector"]
+
 
 @dataclass
 class Detector:

@@ -31,6 +31,24 @@ from diagbench.vocab import FAILURE_CLASSES, FailureClass
 if TYPE_CHECKING:
     from diagbench.yamlsrc import Src
 
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "PREFIX",
+    "Cause",
+    "Kind",
+    "Signature",
+    "builtin_packs",
+    "expand",
+    "failure_class_of",
+    "load_pack",
+    "load_packs",
+    "pack_path",
+    "parse_pack",
+    "parse_signature",
+    "regex_of",
+    "server_of",
+]
+
 PREFIX = (
     r"(?:\[rank\d+\]:\s*"  # torch elastic, per rank
     r"|\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:\s*"  # mpirun --tag-output

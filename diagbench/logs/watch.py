@@ -26,6 +26,8 @@ from diagbench.logs.signatures import PREFIX, Cause, Kind, Signature
 from diagbench.logs.window import Window
 from diagbench.vocab import Evidence, FailureClass, Outcome
 
+__all__ = ["REQUEST_SETTLE_S", "ROOT_CAUSE_LINES", "SETTLE_LINES", "SETTLE_S", "STARTUP", "Watch"]
+
 
 # A Python traceback echoes source lines: `    raise Exception(f"Capture cuda graph failed: {e}")`
 # names the failure without being it. Such lines never decide (seen on the refserver's GPU run).

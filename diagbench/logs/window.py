@@ -9,6 +9,8 @@ from diagbench.logs.events import is_event
 from diagbench.logs.scan import Hit
 from diagbench.vocab import FailureClass
 
+__all__ = ["Window"]
+
 
 @dataclass
 class Window:

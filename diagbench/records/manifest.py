@@ -16,6 +16,8 @@ from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
 from diagbench.spec.hypotheses import Expectation, Hypothesis
 from diagbench.spec.matrix import CellRow
 
+__all__ = ["MANIFEST_VERSION", "CellEntry", "Manifest", "NewerManifest", "PlannedEntry", "Problem", "RunSettings"]
+
 MANIFEST_VERSION = 1
 T = TypeVar("T")
 

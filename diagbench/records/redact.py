@@ -45,6 +45,22 @@ if TYPE_CHECKING:
     from diagbench.records.record import AttemptRecord
     from diagbench.spec.load import ServerSpec, Spec
 
+__all__ = [
+    "MIN_CUT_CHARS",
+    "MIN_KNOWN_CHARS",
+    "Redactor",
+    "environ_secrets",
+    "learn",
+    "learned",
+    "redact",
+    "redact_argv",
+    "redact_classification",
+    "redact_record",
+    "run_redactor",
+    "server_redactor",
+    "spec_redactor",
+]
+
 MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as a substring
 MIN_CUT_CHARS = 4  # the least of a secret, left at a cut end of a clipped text, that is blanked
 

@@ -36,6 +36,30 @@ from diagbench.records.manifest import Manifest, NewerManifest
 from diagbench.records.record import AttemptRecord
 from diagbench.safefiles import Folder, Unsafe, read_regular
 
+__all__ = [
+    "LATEST",
+    "LATEST_ISOLATION",
+    "LINKS",
+    "LOCK_FILE",
+    "MAX_RECORD_BYTES",
+    "LoadedRun",
+    "RunDir",
+    "RunDirExists",
+    "RunLock",
+    "Unreadable",
+    "check_run_id",
+    "load_run",
+    "lock_holder",
+    "lock_run",
+    "new_run_id",
+    "open_existing_run",
+    "open_new_run",
+    "open_run",
+    "read_manifest",
+    "try_lock_run",
+    "write_json",
+]
+
 MAX_RECORD_BYTES = 64 << 20  # a record is kilobytes; anything this large is not one
 LOCK_FILE = ".lock"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")

@@ -18,6 +18,8 @@ import sys
 import threading
 import time
 
+__all__ = ["MODES", "hang", "wait_for_helper", "wait_for_metadata"]
+
 MODES = ("queue", "join")
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+__all__ = ["available", "silu_mul", "triton"]
+
 try:
     import triton
     import triton.language as tl

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+__all__ = ["Layer", "RMSNorm", "TinyDecoder"]
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):

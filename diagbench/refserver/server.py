@@ -23,6 +23,21 @@ from diagbench.jsonvalue import JSON
 from diagbench.refserver import hang, kernel
 from diagbench.refserver.model import TinyDecoder
 
+__all__ = [
+    "CAPTURE_FAILED_ADVICE",
+    "GIB",
+    "READY_LINE",
+    "Engine",
+    "avail_gb",
+    "batch_sizes",
+    "build",
+    "capture_or_explain",
+    "describe_device",
+    "main",
+    "make_handler",
+    "parse_args",
+]
+
 GIB = 1 << 30
 CAPTURE_FAILED_ADVICE = (
     "Possible solutions:\n"

@@ -15,6 +15,8 @@ from diagbench.render.report import deciding_line
 from diagbench.spec.matrix import selects
 from diagbench.vocab import Outcome
 
+__all__ = ["NOT_A_PROBLEM", "github_annotations"]
+
 NOT_A_PROBLEM = (Outcome.READY, Outcome.CANCELLED, Outcome.SKIPPED)
 
 

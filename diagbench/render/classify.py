@@ -17,6 +17,15 @@ from diagbench.vocab import TextOrJson, assert_never, outcome_label
 if TYPE_CHECKING:  # a table for `signatures` only: `classify` prints lines
     from rich.table import Table
 
+__all__ = [
+    "classification_as",
+    "render_classification",
+    "render_signature",
+    "render_signatures",
+    "signature_json",
+    "signatures_as",
+]
+
 
 def classification_as(
     result: Classification, format: TextOrJson, context: Sequence[tuple[int, str]] = (), given: bool = False

@@ -6,6 +6,8 @@ from diagbench.execute.orphans import Orphan
 from diagbench.execute.sweep import Sweep, Swept, Waiting
 from diagbench.safetext import one_line
 
+__all__ = ["describe_sweep", "describe_wait"]
+
 
 def describe_sweep(sweep: Sweep) -> list[str]:
     """One line per attempt whose leftovers were stopped, per attempt found with no record

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from rich.console import Console
 
+__all__ = ["SafeStream", "cut_output", "drain", "lazy_console", "mark_cut", "stderr_console", "stdout_console"]
 
 # what writing to a stream that is gone raises: OSError (EPIPE, EIO), ValueError (closed),
 # AttributeError (None: Python started with that descriptor closed, `diagbench run >&-`)

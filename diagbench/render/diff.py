@@ -12,6 +12,8 @@ from diagbench.render.html_diff import render_diff_html
 from diagbench.render.text import visible
 from diagbench.vocab import DiffFormat, assert_never
 
+__all__ = ["diff_as", "diff_json", "render_diff"]
+
 
 def diff_as(a: RunView, b: RunView, changes: Changes, format: DiffFormat) -> Rendering:
     """`diff RUN_A RUN_B`: the changes in words, as one JSON object, or as one HTML page."""

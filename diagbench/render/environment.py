@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object
 
+__all__ = ["environment_lines", "origin_words", "torch_words"]
+
 
 def environment_lines(environment: JSONObject | None, packages: bool = True) -> list[str]:
     """What the server runs under: interpreter, torch's GPU stack, driver, variables, and each distribution."""

@@ -20,6 +20,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+__all__ = ["FLEX_MIN", "INDENT", "MIN_WIDTH", "Column", "fit", "fit_lines", "wrap"]
+
 MIN_WIDTH = 80  # what every table fits into, however narrow the terminal says it is
 FLEX_MIN = 28  # a long column narrower than this reads worse than a line of its own
 INDENT = "    "

@@ -14,6 +14,8 @@ from itertools import combinations
 from diagbench.records.manifest import PlannedEntry
 from diagbench.records.record import AttemptRecord
 
+__all__ = ["MAX_COLUMNS", "Grid", "GridCell", "build_grid", "spans", "split_axes"]
+
 MAX_COLUMNS = 8  # wider grids stop reading as a grid on a laptop screen
 
 

@@ -13,6 +13,8 @@ from diagbench.records.parts import Hang
 from diagbench.records.record import AttemptRecord
 from diagbench.render.htmlkit import Html, el
 
+__all__ = ["MARK", "STACK_CHARS", "hangs_html", "hangs_markdown", "hung", "outcome_words", "saved_words", "short_site"]
+
 STACK_CHARS = 20_000  # of one process's stacks in a report (the file keeps them all)
 MARK = "=> "  # before the waiting frame in Markdown (a code block has no colour)
 

@@ -24,6 +24,8 @@ from diagbench.render.timeline import Scale, bar, scale_for
 from diagbench.safefiles import open_regular
 from diagbench.vocab import Outcome
 
+__all__ = ["CONTEXT_AFTER", "CONTEXT_BEFORE", "LINE_CHARS", "TAIL_LINES", "render_html"]
+
 CONTEXT_BEFORE, CONTEXT_AFTER = 5, 1
 TAIL_LINES = 8
 LINE_CHARS = 240  # a megabyte line must not make a megabyte page

@@ -6,6 +6,8 @@ from diagbench.judge.diff import CellState, Changes
 from diagbench.judge.view import RunView
 from diagbench.render.htmlkit import Html, breakable, el, page
 
+__all__ = ["dominant", "render_diff_html"]
+
 
 def render_diff_html(a: RunView, b: RunView, changes: Changes) -> str:
     heading = el(

@@ -13,6 +13,8 @@ from importlib import resources
 
 from diagbench import safetext
 
+__all__ = ["CSP", "Attrs", "Html", "breakable", "el", "join", "page", "text", "void"]
+
 # The page may load nothing from anywhere: styles and the script are inline, images are data.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 

@@ -28,6 +28,22 @@ from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import TextOrJson, assert_never
 
+__all__ = [
+    "RESULT_STYLE",
+    "IsolationProgress",
+    "answer",
+    "applied_text",
+    "build_line",
+    "costs",
+    "deciding",
+    "isolation_as",
+    "outcomes_text",
+    "render_factors",
+    "render_isolation",
+    "result_text",
+    "summary",
+]
+
 RESULT_STYLE = {Result.FAIL: "bold red", Result.PASS: "green", Result.UNRESOLVED: "yellow"}
 _STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
 

@@ -16,6 +16,8 @@ from diagbench.records.manifest import PlannedEntry
 from diagbench.render.htmlkit import Html, breakable, el
 from diagbench.render.isolation import answer, applied_text, deciding, outcomes_text, result_text
 
+__all__ = ["isolation_html", "isolation_markdown", "probes_as_plan"]
+
 _BADGE = {Result.FAIL: "v-refuted", Result.PASS: "v-supported", Result.UNRESOLVED: "v-inconclusive"}
 _LINE_CLASS = {"bold red": "regression", "bold yellow": "warning", "dim": "same"}
 

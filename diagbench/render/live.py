@@ -35,6 +35,8 @@ from diagbench.render.waits import HelperLine
 from diagbench.safetext import one_line
 from diagbench.spec.plan import PlannedAttempt
 
+__all__ = ["FRAME_LINES", "HEARTBEAT_S", "REFRESH_PER_SECOND", "Progress", "duration", "ended"]
+
 HEARTBEAT_S = 30.0
 REFRESH_PER_SECOND = 4
 FRAME_LINES = 3  # header, table header, and a line kept free so the frame never scrolls

@@ -17,6 +17,8 @@ from diagbench.sensitive import REDACTED
 from diagbench.spec.plan import Plan
 from diagbench.vocab import TextOrJson, assert_never
 
+__all__ = ["plan_as", "plan_json", "render_plan"]
+
 _NO_STALL = "off (server.stall or --stall D ends a silent, idle attempt early)"
 
 

@@ -23,6 +23,20 @@ from diagbench.render.hangs import hangs_markdown, outcome_words, saved_words
 from diagbench.safetext import one_line
 from diagbench.vocab import VerdictWord
 
+__all__ = [
+    "LINE_CHARS",
+    "OUTCOME_STYLE",
+    "VERDICT_STYLE",
+    "deciding_line",
+    "footer",
+    "print_run",
+    "render_json",
+    "render_junit",
+    "render_markdown",
+    "render_table",
+    "run_table",
+]
+
 OUTCOME_STYLE = {
     "ready": "green",
     "failed": "red",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from diagbench.safetext import terminal
 
+__all__ = ["visible"]
+
 
 def visible(text: str, keep: str = "\t\n") -> str:
     """`text` with every control or formatting character but those in `keep` written as an escape."""

@@ -15,6 +15,19 @@ from dataclasses import dataclass
 from diagbench.records.record import AttemptRecord
 from diagbench.render.htmlkit import Html, el
 
+__all__ = [
+    "BAR_HEIGHT",
+    "BUCKET",
+    "CHAR_PX",
+    "MIN_WIDTH_PCT",
+    "TRACK_PX",
+    "Scale",
+    "Segment",
+    "bar",
+    "scale_for",
+    "segments",
+]
+
 BAR_HEIGHT = 20
 TRACK_PX = 600  # about the narrowest a bar is drawn on a laptop: decides which labels are written in it
 CHAR_PX = 6.5

@@ -24,6 +24,18 @@ from diagbench.triage.record import Status, Triage, Tried
 from diagbench.triage.remedies import Remedy
 from diagbench.vocab import TextOrJson, assert_never, outcome_label
 
+__all__ = [
+    "TriageProgress",
+    "price_text",
+    "remedies_as",
+    "remedies_json",
+    "render_remedies",
+    "render_triage",
+    "triage_as",
+    "triage_markdown",
+    "triage_section_html",
+]
+
 _HEADLINE = {
     Status.COMES_UP: "the command comes up as it is",
     Status.FOUND: "a launch that works",

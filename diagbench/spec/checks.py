@@ -12,6 +12,15 @@ from collections.abc import Sequence
 
 from diagbench.yamlsrc import Src
 
+__all__ = [
+    "COMMAND_PLACEHOLDERS",
+    "ENV_PLACEHOLDERS",
+    "PROGRAM",
+    "PROGRAM_NAME",
+    "check_env_name",
+    "check_placeholders",
+]
+
 COMMAND_PLACEHOLDERS = ("port", "python", "bin:NAME")  # filled in the command and in axis args
 ENV_PLACEHOLDERS = ("port",)  # filled in env values and ready.http
 _PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")  # ${VAR} is the shell's, not ours

@@ -10,6 +10,15 @@ from enum import Enum
 from diagbench.errors import UserError
 from diagbench.yamlsrc import Src
 
+__all__ = [
+    "GpuMode",
+    "GpuRequest",
+    "gpu_request_option",
+    "parse_gpu_request",
+    "parse_gpus_key",
+    "parse_gpus_per_attempt",
+]
+
 # an index as nvidia-smi numbers them, or a UUID (full or a prefix, as CUDA accepts them)
 _GPU_ID = re.compile(r"^(\d+|(GPU|MIG)-[0-9A-Za-z/-]+)$")
 _EXAMPLE = "all, none, or GPU ids such as 0,1,2,3 (indices or GPU-... UUIDs)"

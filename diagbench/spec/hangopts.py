@@ -8,6 +8,8 @@ from diagbench.errors import UserError
 from diagbench.spec.load import STACKS_WHEN, Spec
 from diagbench.yamlsrc import parse_duration
 
+__all__ = ["with_hang_options"]
+
 
 def with_hang_options(spec: Spec, stall: str | None, stacks: str | None) -> Spec:
     """The spec with the command line's stall window and stacks rule (each only when given)."""

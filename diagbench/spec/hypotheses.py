@@ -24,6 +24,16 @@ from diagbench.vocab import (
 )
 from diagbench.yamlsrc import Src, suggest
 
+__all__ = [
+    "Condition",
+    "Expectation",
+    "Hypothesis",
+    "hypotheses_sha256",
+    "parse_conditions",
+    "parse_expectations",
+    "parse_hypotheses",
+]
+
 _HYPOTHESIS_KEYS = ("id", "claim", "when", "supported_if", "refuted_if", "meaning")
 
 

@@ -25,6 +25,19 @@ from diagbench.spec.packs import assemble_signatures, parse_pack_names
 from diagbench.spec.ready import PriceLoad, Ready, ReadyRequest, parse_ready
 from diagbench.yamlsrc import Src, load_document, suggest
 
+__all__ = [
+    "COMPILE_CACHE_VARS",
+    "DEFAULT_GRACE_S",
+    "DEFAULT_MAX_LOG",
+    "DEFAULT_TIMEOUT_S",
+    "MIN_MAX_LOG",
+    "STACKS_DEFAULT",
+    "STACKS_WHEN",
+    "ServerSpec",
+    "Spec",
+    "load_spec",
+]
+
 DEFAULT_TIMEOUT_S = 600.0  # SGLang's own DEFAULT_TIMEOUT_FOR_SERVER_LAUNCH
 DEFAULT_GRACE_S = 10.0
 DEFAULT_MAX_LOG = 1 << 30  # server.log keeps its head and last part past this (a flooding server)

@@ -15,6 +15,29 @@ from diagbench.sensitive import holds_secret, looks_secret, secret_name, secret_
 from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS, check_env_name, check_placeholders
 from diagbench.yamlsrc import Src, suggest
 
+__all__ = [
+    "ARGS_PLACEHOLDERS",
+    "UNSET",
+    "Axis",
+    "AxisKind",
+    "Cell",
+    "CellRef",
+    "CellRow",
+    "Level",
+    "Matrix",
+    "Selector",
+    "axis_term",
+    "expand_matrix",
+    "make_cell",
+    "parse_axes",
+    "parse_axis",
+    "parse_matrix",
+    "parse_only",
+    "parse_selector",
+    "select_cells",
+    "selects",
+]
+
 UNSET = "unset"
 ARGS_PLACEHOLDERS = (*COMMAND_PLACEHOLDERS, "value")
 # a listed value is its own label, and labels are shown and name folders: never a secret's

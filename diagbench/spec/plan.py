@@ -8,6 +8,8 @@ from pathlib import Path
 
 from diagbench.spec.matrix import Cell
 
+__all__ = ["CellPlan", "OrderedAttempt", "Plan", "PlannedAttempt", "plan_attempts"]
+
 
 @dataclass(frozen=True)
 class PlannedAttempt:

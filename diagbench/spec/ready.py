@@ -16,6 +16,20 @@ from diagbench.jsonvalue import JSON
 from diagbench.spec.checks import ENV_PLACEHOLDERS, check_placeholders
 from diagbench.yamlsrc import Src
 
+__all__ = [
+    "DEFAULT_PRICE_BUDGET_S",
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "ISOLATE_READY_FIX",
+    "LAST_LINE_CHARS",
+    "READY_FIX",
+    "PriceLoad",
+    "Ready",
+    "ReadyRequest",
+    "parse_ready",
+    "parse_request",
+    "timeout_hint",
+]
+
 DEFAULT_REQUEST_TIMEOUT_S = 60.0  # one generation on a cold server; a CPU takes seconds
 _METHODS = ("GET", "POST", "PUT")
 _REQUEST_KEYS = ("method", "path", "json", "status", "timeout")

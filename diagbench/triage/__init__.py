@@ -1,1 +1,3 @@
 """Triage: remedies for a failing launch, pre-registered, launched and priced."""
+
+__all__: list[str] = []

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from diagbench.triage.remedies import Change, Scale
 
+__all__ = ["Applied", "Env", "Launch", "apply_all", "apply_change"]
+
 Env = Mapping[str, "str | None"]  # None: unset
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 

@@ -19,6 +19,8 @@ from diagbench.vocab import Outcome
 if TYPE_CHECKING:
     from diagbench.triage.problem import TriageProblem
 
+__all__ = ["MAX_PAIRS", "Candidate", "candidates", "hypothesis_of", "pairs", "recommend", "tried_of"]
+
 MAX_PAIRS = 6  # combinations of two launched when no single remedy comes up, cheapest first
 
 

@@ -13,6 +13,8 @@ from diagbench.logs.classify import context
 from diagbench.records.record import AttemptRecord
 from diagbench.vocab import Outcome
 
+__all__ = ["CONTEXT_LINES", "MAX_FAILURES", "TRACKERS", "Failure", "IssueFacts", "Tracker", "issue_facts"]
+
 CONTEXT_LINES = 6  # around the deciding line
 MAX_FAILURES = 3  # distinct failing cells shown in full
 

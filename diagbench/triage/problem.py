@@ -19,6 +19,8 @@ from diagbench.spec.ready import ReadyRequest
 from diagbench.triage.apply import Launch
 from diagbench.triage.remedies import REMEDY_SERVERS, Catalogue, load_catalogue
 
+__all__ = ["TriageProblem", "from_command", "guess_server", "server_word"]
+
 # a word of the command that names the server (the program, or a module run by python -m)
 _PROGRAMS = {
     "diagbench.simulator": "simulator",

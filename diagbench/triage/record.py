@@ -15,6 +15,8 @@ from diagbench.records.parts import Price, RootCause
 from diagbench.records.typed import build, plain
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
+__all__ = ["FILENAME", "TRIAGE_VERSION", "Recommendation", "Status", "Target", "Triage", "Tried", "read_triage"]
+
 FILENAME = "triage.json"
 TRIAGE_VERSION = 1
 

@@ -22,6 +22,18 @@ from diagbench.spec.ready import ReadyRequest, parse_request
 from diagbench.vocab import FAILURE_CLASSES, OUTCOMES
 from diagbench.yamlsrc import Src, load_document, suggest
 
+__all__ = [
+    "REMEDY_SERVERS",
+    "Catalogue",
+    "Change",
+    "Remedy",
+    "Scale",
+    "builtin_files",
+    "load_catalogue",
+    "parse_file",
+    "select_remedies",
+]
+
 # the servers a remedy may name: the log reader's, and diagbench's own two test servers
 REMEDY_SERVERS = (*SERVERS, "refserver", "simulator")
 _FILE_KEYS = ("server", "description", "price_request", "remedies")

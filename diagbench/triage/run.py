@@ -36,6 +36,8 @@ from diagbench.triage.problem import TriageProblem
 from diagbench.triage.record import FILENAME, Status, Target, Triage, Tried
 from diagbench.vocab import Outcome
 
+__all__ = ["AXIS", "DEBUG", "TriageOptions", "TriageResult", "triage", "triage_slots"]
+
 AXIS = "remedy"  # the one parameter of a triage's cells: which remedy it applies ("none": the command)
 DEBUG = "debug"  # the cell of --debug's launch: the command with the debug settings
 

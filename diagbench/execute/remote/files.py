@@ -16,6 +16,8 @@ from typing import Any
 from diagbench.errors import RecordError
 from diagbench.records.store import write_json
 
+__all__ = ["JOB_FILE", "JOB_FILE_VERSION", "PROGRESS_FILE", "JobFile", "Progress"]
+
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.json"
 JOB_FILE_VERSION = 1

@@ -22,6 +22,17 @@ from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 from diagbench.yamlsrc import write_duration
 
+__all__ = [
+    "FINAL_STATE_WAIT_S",
+    "LOOK_EVERY_S",
+    "RECORD_LAG_S",
+    "STOP_MARGIN_S",
+    "Follow",
+    "JobState",
+    "Queue",
+    "StillMatters",
+]
+
 LOOK_EVERY_S = 0.5  # how often the run directory is looked at for the worker's files
 STOP_MARGIN_S = 20.0  # after the worker's grace: then the whole job is cancelled
 # a record a node wrote may show up late on a network file system (attribute caches)

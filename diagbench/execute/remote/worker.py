@@ -25,6 +25,8 @@ from diagbench.spec.load import ServerSpec, load_spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
+__all__ = ["ENVIRONMENT_FILE", "Site", "run_worker"]
+
 ENVIRONMENT_FILE = "environment.json"  # the server's environment as the node has it (the manifest's shape)
 
 

@@ -9,6 +9,8 @@ import time
 from diagbench.execute.slurm import commands
 from diagbench.execute.slurm.commands import JobState
 
+__all__ = ["QUEUE_EVERY_S", "JobBoard"]
+
 QUEUE_EVERY_S = 2.0  # squeue is an RPC to slurmctld: many users polling fast is what admins forbid
 
 

@@ -17,6 +17,26 @@ from dataclasses import dataclass
 
 from diagbench.errors import UserError
 
+__all__ = [
+    "ACTIVE_STATES",
+    "COMMAND_TIMEOUT_S",
+    "JobState",
+    "SlurmRejected",
+    "SlurmUnavailable",
+    "cancel",
+    "check_available",
+    "dry_submit",
+    "final_state",
+    "has_accounting",
+    "limit_seconds",
+    "my_jobs",
+    "parse_queue",
+    "parse_sacct",
+    "queue",
+    "signal_worker",
+    "submit",
+]
+
 COMMAND_TIMEOUT_S = 60.0  # a slurmctld under load can take tens of seconds to answer
 # states a job can still leave on its own; anything else is where it ended
 ACTIVE_STATES = frozenset(

@@ -29,6 +29,8 @@ from diagbench.spec.load import Spec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.vocab import Outcome
 
+__all__ = ["TURN_WAIT_S", "SlurmExecutor", "Turnstile"]
+
 TURN_WAIT_S = 1.0
 
 

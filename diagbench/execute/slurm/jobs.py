@@ -19,6 +19,17 @@ from diagbench.jsonvalue import JSON
 from diagbench.spec.executor import ExecutorSpec
 from diagbench.spec.load import ServerSpec
 
+__all__ = [
+    "OUTPUT_FILE",
+    "SCRIPT_FILE",
+    "WALLTIME_MARGIN_S",
+    "SlurmSettings",
+    "job_name",
+    "job_script",
+    "output_tail",
+    "walltime",
+]
+
 SCRIPT_FILE = "job.sh"
 OUTPUT_FILE = "slurm.out"
 # walltime beyond timeout + grace: the worker's start, the spec load, teardown's confirm

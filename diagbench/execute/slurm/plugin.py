@@ -20,6 +20,8 @@ if TYPE_CHECKING:  # registered for every command line (its options): the rest i
     from diagbench.spec.gpus import GpuRequest
     from diagbench.spec.load import Spec
 
+__all__ = ["SlurmPlugin"]
+
 
 class SlurmPlugin(PluginBase):
     """Attempts as Slurm batch jobs, checked first by a probe job that must see the run directory."""

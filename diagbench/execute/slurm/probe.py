@@ -14,6 +14,8 @@ from diagbench.execute.slurm.commands import JobState, SlurmRejected
 from diagbench.execute.slurm.jobs import SlurmSettings
 from diagbench.safefiles import remove_folder
 
+__all__ = ["HOLD_BACK", "PROBE_LAG_S", "PROBE_LOOK_S", "PROBE_WAIT_S", "check_cluster", "probe_options"]
+
 PROBE_WAIT_S = 120.0  # a probe asks for one CPU for a minute: on a usable partition it starts soon
 PROBE_LOOK_S = 0.5
 PROBE_LAG_S = 10.0  # a file a node wrote may show up late on a network file system

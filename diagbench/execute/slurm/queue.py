@@ -12,6 +12,8 @@ from diagbench.execute.slurm.commands import JobState, limit_seconds
 from diagbench.execute.slurm.jobs import OUTPUT_FILE, output_tail
 from diagbench.vocab import Outcome
 
+__all__ = ["SlurmQueue"]
+
 # how Slurm's end states without a record are recorded; anything else is a launch error
 _CANCEL_STATES = ("CANCELLED", "PREEMPTED")
 

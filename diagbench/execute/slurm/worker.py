@@ -11,6 +11,8 @@ from diagbench.execute.remote.worker import Site
 from diagbench.execute.remote.worker import run_worker as run_remote
 from diagbench.records.record import AttemptRecord
 
+__all__ = ["SIGTERM_REASON", "run_worker"]
+
 SIGTERM_REASON = "stopped by SIGTERM from Slurm (scancel, preemption or the job's time limit)"
 
 

@@ -16,6 +16,8 @@ import os
 import signal
 import sys
 
+__all__: list[str] = []
+
 
 def _register() -> None:
     folder = os.environ.get("DIAGBENCH_FAULTHANDLER_DIR")
