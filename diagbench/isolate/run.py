@@ -42,7 +42,7 @@ from diagbench.launch.environment import attempt_environments
 from diagbench.records.build_manifest import build_manifest
 from diagbench.records.manifest import RunSettings
 from diagbench.records.record import AttemptRecord
-from diagbench.records.store import LATEST_ISOLATION, RunDir, new_run_id, open_run, write_json
+from diagbench.records.store import LATEST_ISOLATION, RunDir, open_new_run, open_run, write_json
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import ISOLATE_READY_FIX, READY_FIX
 from diagbench.vocab import Outcome
@@ -115,8 +115,10 @@ def open_isolation(
 ) -> RunDir:
     """A new run directory whose manifest records the request and its factors (no attempt is planned ahead)."""
     placement = placement or place(problem.spec, options.executor, options.runs_dir, None)
-    run_id = options.run_id or new_run_id(problem.run_name)
-    run_dir = open_run(options.runs_dir, run_id, LATEST_ISOLATION)  # runs/latest stays the newest matrix run
+    if options.run_id:  # runs/latest stays the newest matrix run
+        run_dir = open_run(options.runs_dir, options.run_id, LATEST_ISOLATION)
+    else:
+        run_dir = open_new_run(options.runs_dir, problem.run_name, LATEST_ISOLATION)
     settings = RunSettings(
         repeat=options.repeat,
         parallel=options.parallel,
@@ -131,7 +133,7 @@ def open_isolation(
     cell = ProbeCell(0, "good", dict(good.params), tuple(good.args), dict(good.env))
     environment = attempt_environments(problem.server, [PlannedAttempt(cell, 1)], events.on_helpers)  # the good one's
     factors = [f.to_json() for f in problem.space.factors]
-    run_dir.write_manifest(build_manifest(problem.spec, [], run_id, settings, facts, factors, environment))
+    run_dir.write_manifest(build_manifest(problem.spec, [], run_dir.path.name, settings, facts, factors, environment))
     events.on_open(run_dir, [])
     return run_dir
 

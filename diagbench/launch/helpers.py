@@ -207,15 +207,17 @@ def _stop(child: subprocess.Popen[bytes], tag: str, hunt: bool) -> None:
     """SIGKILL the helper's group (its main process, not reaped yet, keeps the group's id
     from reuse), and, when something still held its pipes or the deadline came (`hunt`),
     every process with its tag (one that left the group with setsid); reap the main process."""
-    for _round in range(3):  # a process may fork while the others die
+    until = time.monotonic() + KILL_CONFIRM_S
+    while True:  # a process may fork while the others die; one SIGKILLed is gone once it is not seen
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signal.SIGKILL)
         tagged = _tagged(tag) if hunt else []
         for pid in tagged:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        if not tagged:
+        if not tagged or time.monotonic() >= until:
             break
+        time.sleep(0.005)
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=KILL_CONFIRM_S)
 

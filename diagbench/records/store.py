@@ -86,6 +86,11 @@ def write_below(below: Path, path: Path, data: bytes, owned: bool = False) -> No
         raise WriteError(path, exc) from None
 
 
+LATEST = "latest"  # runs/latest: the newest run of a spec
+LATEST_ISOLATION = "latest-isolation"  # runs/latest-isolation: the newest isolation (never runs/latest)
+LINKS = (LATEST, LATEST_ISOLATION)
+
+
 def new_run_id(spec_name: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", spec_name).strip("-.") or "run"
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + "-" + safe
@@ -148,23 +153,18 @@ class RunDir:
         self.write_json("verdicts.json", verdicts)
 
 
-def open_new_run(runs_dir: Path, spec_name: str) -> RunDir:
+def open_new_run(runs_dir: Path, spec_name: str, latest: str = LATEST) -> RunDir:
     """A new run directory under the default id; two runs of one spec started in the same
     second get `-2`, `-3`... rather than one failing on the other's folder."""
     base = new_run_id(spec_name)
     for n in range(1, 100):
         with contextlib.suppress(RunDirExists):
-            return open_run(runs_dir, base if n == 1 else f"{base}-{n}")
-    return open_run(runs_dir, base)  # says which folder is in the way
+            return open_run(runs_dir, base if n == 1 else f"{base}-{n}", latest)
+    return open_run(runs_dir, base, latest)  # says which folder is in the way
 
 
 class RunDirExists(RunDirError):
     """The run directory is already there (another --run-id, or a moment later)."""
-
-
-LATEST = "latest"  # runs/latest: the newest run of a spec
-LATEST_ISOLATION = "latest-isolation"  # runs/latest-isolation: the newest isolation (never runs/latest)
-LINKS = (LATEST, LATEST_ISOLATION)
 
 
 def open_run(runs_dir: Path, run_id: str, latest: str = LATEST) -> RunDir:

@@ -24,7 +24,7 @@ from diagbench.records.build_manifest import build_manifest
 from diagbench.records.manifest import RunSettings
 from diagbench.records.record import AttemptRecord
 from diagbench.records.redact import server_redactor, spec_redactor
-from diagbench.records.store import RunDir, new_run_id, open_run, write_json
+from diagbench.records.store import RunDir, open_new_run, open_run, write_json
 from diagbench.spec.gpus import GpuRequest
 from diagbench.spec.hypotheses import Hypothesis
 from diagbench.spec.load import ServerSpec
@@ -97,7 +97,9 @@ class _Runner:
         self.launched: list[Candidate] = []
         self.target: Target | None = None
         self.server: str | None = problem.server
-        self.run_dir = open_run(options.runs_dir, options.run_id or new_run_id("triage"))
+        self.run_dir = (
+            open_run(options.runs_dir, options.run_id) if options.run_id else open_new_run(options.runs_dir, "triage")
+        )
         self._write_manifest()
         events.on_open(self.run_dir, [])
         self.plain = LocalExecutor(problem.server_spec, self.run_dir, slots)

@@ -219,8 +219,10 @@ def test_a_wrapper_that_leaves_a_daemon_answers_at_once_and_leaves_nothing(tmp_p
 
 def sleepers(seconds: int) -> list[int]:
     found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
+    for proc in psutil.process_iter(["cmdline", "environ", "status"]):
         with contextlib.suppress(psutil.Error):
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:  # killed, waiting for a reaper that may never come
+                continue
             if proc.info["cmdline"] == ["sleep", str(seconds)] and HELPER_VAR in (proc.info["environ"] or {}):
                 found.append(proc.pid)
     return found

@@ -66,8 +66,8 @@ def test_a_kv_cache_too_small_for_one_request_gets_a_shorter_context(tmp_path):
     result = run(tmp_path, serve(tmp_path, "--max-model-len", "512", "--kv-cache-memory-bytes", "400000", env=""))
     found = result.triage
     assert found.target is not None and (found.target.failure_class, found.target.signature) == (
-        "other",
-        "vllm.kv_cache_too_small",
+        "oom",  # on the CPU backend the KV cache is host memory (vllm.cpu_kv_cache_too_small)
+        "vllm.cpu_kv_cache_too_small",
     )
     tried = {t.id: t for t in found.remedies}
     # raising --gpu-memory-utilization is vLLM's own advice, but an explicit KV size overrides it
