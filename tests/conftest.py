@@ -32,6 +32,11 @@ OPT_IN = {
         "DIAGBENCH_VLLM_TESTS",
         "launches a real vLLM: run scripts/vllm-cpu/prepare.sh, then set DIAGBENCH_VLLM_TESTS=1 (CI: .ci/vllm.sh)",
     ),
+    "torch": (
+        "DIAGBENCH_TORCH_TESTS",
+        "launches PyTorch ranks: set DIAGBENCH_TORCH_PYTHON to a python with torch and DIAGBENCH_TORCH_TESTS=1 "
+        "(CI: .ci/torch.sh)",
+    ),
 }
 
 
@@ -265,3 +270,12 @@ def wait_gone(target: str | Path, timeout: float = 3.0) -> None:
     wait_until(
         lambda: not sweep_tagged(target), timeout, lambda: f"{target}'s processes to end; left: {sweep_tagged(target)}"
     )
+
+
+@pytest.fixture
+def torch_python() -> Path:
+    """A python with torch (CPU is enough: gloo), for tests marked `torch` (.ci/torch.sh)."""
+    found = os.environ.get("DIAGBENCH_TORCH_PYTHON", "")
+    if not found or not Path(found).is_file():
+        pytest.fail(f"DIAGBENCH_TORCH_PYTHON={found!r} is not a python: point it at one with torch (.ci/torch.sh)")
+    return Path(found)
