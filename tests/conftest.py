@@ -279,3 +279,11 @@ def torch_python() -> Path:
     if not found or not Path(found).is_file():
         pytest.fail(f"DIAGBENCH_TORCH_PYTHON={found!r} is not a python: point it at one with torch (.ci/torch.sh)")
     return Path(found)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The test session's own XDG cache (the packs' parsed cache, the env cache): a test never
+    reads what another session, another branch or the user's own diagbench left in ~/.cache."""
+    if "DIAGBENCH_KEEP_CACHE" not in os.environ:
+        os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))

@@ -156,8 +156,9 @@ def test_classify_starts_without_what_other_commands_need(tmp_path):
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith(('diagbench.cli.', 'diagbench.execute', 'yaml'))))\n"
     )
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # its own cache: another test's run never races it
+    for _ in range(2):  # the first run fills the packs' cache, the second reads it
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     loaded = done.stdout.splitlines()[-1]
     assert loaded == str(["diagbench.cli.app", "diagbench.cli.checks", "diagbench.cli.commands",
                           "diagbench.cli.conventions", "diagbench.cli.inspect"]), done  # fmt: skip
