@@ -1,15 +1,13 @@
 """The watch: a pure state machine from log hits, exits and the clock to one outcome.
 
-It owns the outcome rules (README: how outcomes are decided). `run` feeds it live;
-`classify` feeds it a file.
-Nothing here reads a pipe or a clock: callers pass `now`.
+It owns the outcome rules; `run` feeds it live, `classify` a file; callers pass `now`.
 
-A failure line opens a short settle window (`settle_s` seconds or `settle_lines`
-lines; window.py) so that a wrapper printed just after the root cause (SGLang's "Capture
-cuda graph failed: ...", after the traceback) can still decide the class; a signature
-marked `settles` ends the window at once, a phase line marked `retry` sets it aside (the
-server tries again). The best failure is the highest priority, then the earliest; the
-other failure classes seen become secondary classes.
+A failure line opens a short settle window (`settle_s` seconds or `settle_lines` lines;
+window.py) so that a wrapper printed just after the root cause (SGLang's "Capture cuda graph
+failed: ...", after the traceback) can still decide the class; a signature marked `settles`
+ends the window at once, a phase line marked `retry` sets it aside (the server tries again).
+The best failure is the highest priority, then the earliest; the other classes seen become
+secondary classes.
 """
 
 from __future__ import annotations
@@ -61,8 +59,7 @@ class Watch:
     ):
         self.rule, self.deadline, self.timeout_s = rule, deadline, timeout_s
         self.started = started  # the launch's `now`: phase changes are timed from it
-        # a finished log, all of it to be fed: its ready line is confirmed at its end (a bind
-        # error may still follow it), so the decision does not depend on how it was read
+        # a finished log: its ready line is confirmed at its end (a bind error may still follow)
         self.whole_log = whole_log
         self.detector = Detector(server)  # which server wrote the log: given, or from its markers
         self.settle_s, self.settle_lines = settle_s, settle_lines
@@ -113,10 +110,8 @@ class Watch:
 
     @property
     def came_up(self) -> Evidence | None:
-        """The ready line a whole log's failure came after: a framework's "running on" line
-        (which only a finished log can confirm) before the weak error it ends in, or the
-        server's own before a line that still counts after it (its engine died). Whether the
-        error ended the server is the root-cause reader's to say (logs/reading.py)."""
+        """The ready line a whole log's failure came after (a framework's "running on" line
+        before the weak error it ends in, or the server's own before its engine died)."""
         return self._came_up
 
     @property
@@ -136,8 +131,8 @@ class Watch:
         return None
 
     def member_died(self, words: str, sig: int, now: float) -> Decision | None:
-        """A process of the server's tree, not the main one, was ended by signal `sig`
-        (`words` name it). Once a failure is being decided, deaths are its fallout: ignored."""
+        """A process of the server's tree, not the main one, was ended by signal `sig` (`words` name
+        it). Once a failure is being decided, deaths are its fallout: ignored."""
         hit = death_hit(words, sig, self.lines)
         if self.decision or hit is None or self._window is not None:
             return self.decision
@@ -188,8 +183,7 @@ class Watch:
             return self._decide_failure(now)
         if self._ready_hit is not None and (decided := self._maybe_ready(now)) is not None:
             return decided
-        weak = self._weak
-        ready = self._weak_ready
+        weak, ready = self._weak, self._weak_ready
         if ready is not None and (weak is None or weak.line_no < ready.line_no):
             reason = "the log ends after its ready line"
             return self._set(
@@ -221,9 +215,8 @@ class Watch:
     # -- rules -------------------------------------------------------------------------
 
     def _decided_before(self, hit: Hit, now: float) -> Decision | None:
-        """What the lines before `hit` decided already, however the log was cut into reads:
-        a settle window that closed before its line, or a ready line that only a bind error
-        could still overrule (other failures after it are the server's life, not its launch)."""
+        """What the lines before `hit` decided already, however the log was cut into reads: a closed
+        settle window, or a ready line only a bind error could overrule (later failures are its life)."""
         if self._window and hit.line_no > self._window.closes_after_line:
             return self._decide_failure(now)
         ready = self._ready_hit
@@ -232,8 +225,7 @@ class Watch:
         return None
 
     def _after_ready(self, hit: Hit) -> bool:
-        """A line after the ready line of a whole log, which only a bind error can overrule:
-        skipped (its markers still name the server)."""
+        """A line after a whole log's ready line that only a bind error overrules: skipped (markers count)."""
         ready = self._ready_hit
         if not self.whole_log or ready is None or hit.line_no <= ready.line_no or hit.signature.after_ready:
             return False
@@ -244,8 +236,7 @@ class Watch:
         return True
 
     def _in_handled_record(self, hit: Hit) -> bool:
-        """A failure line inside a log record that reports an error the program went on from
-        (torch.compile's `WON'T CONVERT` warning): weak, it names only an undecided end."""
+        """A failure line in a record of an error the program went on from (`WON'T CONVERT`): weak."""
         sig = hit.signature
         if sig.kind is not Kind.FAILURE:
             return False
@@ -386,10 +377,9 @@ class Watch:
         )
 
     def _root_cause_near(self, best: Hit) -> Hit | None:
-        """For a generic failure (class `other`: SIGQUIT, "EngineCore failed to start"), the
-        traceback's last line close to it says more: `ValueError: max_model_len ...`. A line
-        printed before its traceback (`cause: below`, vLLM's `logger.exception` lines) takes
-        the first error after it: later ones are other processes reporting the same death."""
+        """For a generic failure (class `other`: "EngineCore failed to start"), the traceback's last
+        line close to it says more (`ValueError: max_model_len ...`). A line printed before its
+        traceback (`cause: below`) takes the first error after it: later ones echo the same death."""
         cause = best.signature.cause
         if best.signature.failure_class != FailureClass.OTHER or cause is Cause.HERE or self._window is None:
             return None

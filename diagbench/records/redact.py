@@ -1,25 +1,12 @@
-"""Secrets never reach a record or a screen: the one place that blanks them, used everywhere
-(manifest, spec text, records, plan, tables, Markdown, JUnit).
-
-A value is secret (the predicates are in `diagbench.sensitive`)
-- by name: an environment variable or a flag whose last word is a secret word (`HF_TOKEN`,
-  `OPENAI_API_KEY`, `--api-key X`, `--hf-token=X`; not `MAX_TOKENS` or `--tokenizer`);
-- by shape: `hf_...`, `sk-...`, `sk_live_...`, `ghp_...`, `nvapi-...`, `pypi-...`, `AIza...`,
-  `AKIA...`, JWTs, `Bearer ...`, the password in `scheme://user:password@host`, a token as a URL's
-  user name (a Sentry DSN), a Slack webhook's path, a secret-named URL query parameter (`?token=X`);
-- by place: a flag or an assignment inside an environment value (`EXTRA_ARGS: "--api-key X"`),
-  a secret-named key of the ready request's JSON body (`{api_key: X}`);
-- by value: a value found secret by name is blanked wherever else it appears, but only when it
-  is 8 characters or more: a short value is blanked in its own slot, never as a substring
-  (an `API_KEY: "e"` must not blank every letter e); in every form it is written out in
-  (URL-quoted, JSON- or HTML-escaped, shown with escapes), so no report's escaping shows it.
-
-What is found secret by name is learned for the whole process (`learned`): the sinks
-(`records.sink`) blank every secret this diagbench has seen, whichever part saw it.
-
-Not a secret: a value that is a count (`#new-token: 5`, `Preserved token: 200005`): a number
-of up to 9 digits after a secret-looking name, in a server's words. A secret given by name
-(`--api-key 12345678`) is still known by value and blanked wherever it appears.
+"""Secrets never reach a record or a screen: the one place that blanks them, used by every sink
+(`records.sink`). What looks secret is `diagbench.sensitive`'s: a secret name (`HF_TOKEN`,
+`--api-key X`; not `MAX_TOKENS`), a token shape (`hf_...`, `sk-...`, JWTs, a URL's password, a
+secret query parameter), a flag or an assignment inside a value (`EXTRA_ARGS: "--api-key X"`), a
+JSON body's secret key. A value found secret by name is learned for the whole process (`learned`)
+and blanked wherever it appears, in every form it is written out in, when it has MIN_KNOWN_CHARS
+or more (a shorter one only in its own slot: `API_KEY: "e"` must not blank every e). Up to 9
+digits after a secret-looking name in a server's words are a count (`#new-token: 5`), not a
+secret. docs/explanation/security.md lists it all.
 """
 
 from __future__ import annotations
@@ -65,10 +52,8 @@ MIN_KNOWN_CHARS = 8  # shorter secrets are blanked in their slot only, never as 
 MIN_CUT_CHARS = 4  # the least of a secret, left at a cut end of a clipped text, that is blanked
 
 _BEARER = re.compile(r"(?i:(bearer|basic))(\s+)[A-Za-z0-9._~+/-]{8,}=*")
-# the scheme starts where a run of scheme characters starts, and the run's leading non-letters are
-# taken apart from its first letter: one way to match, tried once per run. (Started at any letter,
-# as `[A-Za-z][A-Za-z0-9+.-]*://` was, it rescanned a long word from each of its letters: quadratic.)
-# The password stops at a quote or an angle bracket: in a document (JSON, HTML) those end the URL.
+# the scheme starts where a run of scheme characters starts: one way to match, tried once per run (started at
+# any letter it rescanned a long word from each letter: quadratic); a quote or `<` ends the URL (JSON, HTML)
 _URL_PASSWORD = re.compile(r"((?<![A-Za-z0-9+.-])[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^/\s@\"<>]+(@)")
 # a query parameter (`?token=X`, `&api_key=X`): its name starts after `?` or `&` and holds neither
 _QUERY = re.compile(r"(?<=[?&])(?P<name>[\w.%-]+)=(?P<value>[^&#\s'\"<>]+)")
@@ -101,15 +86,11 @@ class Redactor:
         urls: Iterable[str] = (),
         bodies: Iterable[JSON] = (),
     ) -> Redactor:
-        """Learn the secret values set by name in these environments (a variable's, or a flag's
-        inside a variable's value), command lines, URLs' queries and JSON bodies, and those of
-        diagbench's own environment (inherited by servers). What is learned is also learned for
-        the whole process (`learned`)."""
-        envs = list(envs)
-        values = {v for env in envs for k, v in env.items() if v and secret_name(k)}
-        values.update(found for env in envs for v in env.values() if v for found in _flag_values([v]))
+        """Learn the secret values set by name in these environments, command lines, URLs' queries
+        and JSON bodies (for the whole process too), with diagbench's own environment's."""
+        values, argvs = _env_values(list(envs)), list(argvs)
         values.update(v for argv in argvs for v in _flag_values(argv))
-        values.update(_url_passwords([*(v for env in envs for v in env.values() if v), *(w for a in argvs for w in a)]))
+        values.update(_url_passwords(w for a in argvs for w in a))
         values.update(m["value"] for url in urls for m in _QUERY.finditer(url) if secret_name(m["name"]))
         values.update(v for body in bodies for v in _json_secrets(body, secret=False))
         found = _worth_knowing(values)
@@ -118,8 +99,7 @@ class Redactor:
 
     @cached_property
     def forms(self) -> tuple[tuple[str, str], ...]:
-        """Each known value in every form it may be written out in, longest first, with what
-        replaces it (the form's own line breaks kept, so line numbers stay right)."""
+        """Each known value in every form it is written in, longest first, and its blank (line breaks kept)."""
         found = {form: REDACTED + "".join(c for c in form if c in "\r\n") for v in self.known for form in _forms(v)}
         return tuple(sorted(found.items(), key=lambda item: len(item[0]), reverse=True))
 
@@ -143,8 +123,7 @@ class Redactor:
         return _blank_values(self.command(text), _PAIR_NAME)
 
     def cut(self, text: str) -> str:
-        """A server's words cut from longer ones (a clipped line, a log's tail): also the part of
-        a known secret or of a token shape left at either cut end."""
+        """A clipped line or a log's tail: also the part of a secret or a token shape left at a cut end."""
         text = _sub_tokens(_PARTIAL_SHAPE_AT_END, self.log(text), lambda _: REDACTED)
         for value in self.known:
             if k := _overlap(text, value[:-1], at_end=True):
@@ -154,8 +133,7 @@ class Redactor:
         return text
 
     def argv(self, argv: Sequence[str]) -> list[str]:
-        """The command line with the values of secret flags (`--f X`, `--f=X`) blanked, and
-        secret assignments inside a word (`docker run -e HF_TOKEN=X`, `sh -c '... --f X'`)."""
+        """Secret flags' values blanked (`--f X`, `--f=X`), and inside a word (`-e HF_TOKEN=X`)."""
         out: list[str] = []
         hide_next = False
         for token in argv:
@@ -169,13 +147,11 @@ class Redactor:
         return out
 
     def env(self, env: Mapping[str, str | None]) -> dict[str, str | None]:
-        """Environment changes with secret-named variables blanked (an unset stays None), and
-        the secrets inside other values: `EXTRA_ARGS="--api-key X"`, `SGLANG_ARGS="--token=X"`."""
+        """Secret-named variables blanked (an unset stays None), and secrets inside other values."""
         return {k: None if v is None else REDACTED if secret_name(k) and v else self.log(v) for k, v in env.items()}
 
     def json(self, body: JSON) -> JSON:
-        """A JSON body (a ready request's) with the values of secret-named keys blanked, at any
-        depth (`{api_key: X}`, `{auth: {user: u, pass: p}}`), and other strings through `text`."""
+        """A JSON body with secret-named keys' values blanked at any depth, other strings through `text`."""
         return _json_blanked(body, self.text, secret=False)
 
     def deep(self, data: JSONObject) -> dict[str, JSON]:
@@ -214,12 +190,16 @@ def environ_secrets() -> frozenset[str]:
     global _environ
     items = tuple(os.environ.items())
     if items != _environ[0]:
-        env = dict(items)
-        values = {v for k, v in items if v and secret_name(k)}
-        values.update(found for v in env.values() if v for found in _flag_values([v]))
-        values.update(_url_passwords(v for v in env.values() if v))
-        _environ = (items, _worth_knowing(values))
+        _environ = (items, _worth_knowing(_env_values([dict(items)])))
     return _environ[1]
+
+
+def _env_values(envs: list[Mapping[str, str | None]]) -> set[str]:
+    """What environments set secret: by a secret name, a secret flag inside a value, a URL's password."""
+    values = {v for env in envs for k, v in env.items() if v and secret_name(k)}
+    values.update(found for env in envs for v in env.values() if v for found in _flag_values([v]))
+    values.update(_url_passwords(v for env in envs for v in env.values() if v))
+    return values
 
 
 def _sub_tokens(pattern: re.Pattern[str], text: str, blank: Callable[[re.Match[str]], str]) -> str:
@@ -232,9 +212,8 @@ def _sub_tokens(pattern: re.Pattern[str], text: str, blank: Callable[[re.Match[s
 
 
 def _url_passwords(words: Iterable[str]) -> Iterable[str]:
-    """The passwords of `scheme://user:password@host` URLs in these words (a variable's value, an
-    argument), and each `user:password` as an HTTP client sends it (`Authorization: Basic` and its
-    base64, RFC 7617), which `curl -v` and a server's request log print."""
+    """The passwords of `scheme://user:password@host` URLs in these words, and each `user:password` as
+    base64, as `Authorization: Basic` sends it (RFC 7617) and `curl -v` prints it."""
     import base64
 
     for word in words:
@@ -251,8 +230,7 @@ def _worth_knowing(values: Iterable[str]) -> frozenset[str]:
 
 
 def _forms(value: str) -> set[str]:
-    """The ways a value is written out: as is, URL-quoted, JSON-, Python-, HTML- or XML-escaped,
-    made safe for Markdown, or with its control characters shown as escapes."""
+    """A value as is, URL-quoted, JSON-, Python-, HTML-, XML- or Markdown-escaped, or shown with escapes."""
     import html  # here: html.entities and urllib cost every command's start-up, and most never learn a secret
     from urllib.parse import quote, quote_plus
 
@@ -310,8 +288,7 @@ def _blank_query_value(m: re.Match[str]) -> str:
 
 
 def _overlap(text: str, part: str, at_end: bool) -> int:
-    """The longest piece (MIN_CUT_CHARS or more) of `part` that `text` ends with (a prefix of
-    `part`) or starts with (a suffix of it); 0 if none."""
+    """The longest prefix (MIN_CUT_CHARS or more) of `part` that `text` ends with (or suffix it starts with); 0."""
     for k in range(min(len(part), len(text)), MIN_CUT_CHARS - 1, -1):
         if (at_end and text.endswith(part[:k])) or (not at_end and text.startswith(part[-k:])):
             return k
@@ -371,9 +348,8 @@ def server_redactor(
 
 
 def run_redactor(where: str | None) -> Redactor:
-    """What is secret in a run, for a report that reads its logs again: its spec's secrets
-    while the spec file is there to read, else only what diagbench's own environment holds.
-    (The run's files hold none of the values it knew: they were blanked when written.)"""
+    """What is secret in a run, for a report that reads its logs again: its spec's while the spec
+    file is there, else diagbench's own environment's (the run's files were blanked when written)."""
     from diagbench.errors import DiagbenchError
     from diagbench.spec.load import load_spec
 
@@ -400,8 +376,7 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
 
 
 def redact_classification(result: Classification, redactor: Redactor) -> Classification:
-    """`classify`'s answer safe to print: its deciding line, its root cause's message and the
-    ready line before a death blanked (clipped, as a record's are)."""
+    """`classify`'s answer safe to print: its line, its cause's message and its ready line blanked."""
     cause, ready = result.cause, result.ready
     return replace(
         result,
