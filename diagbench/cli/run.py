@@ -80,6 +80,7 @@ def run(
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
+    from diagbench.execute.lint import command_warnings
     from diagbench.execute.pipeline import RunOptions, check_decision_options, execute
     from diagbench.execute.resume import RunFlags
     from diagbench.execute.slots import lease_notes
@@ -90,6 +91,8 @@ def run(
     from diagbench.spec.hangopts import with_hang_options
 
     loaded_spec = guarded(lambda: with_hang_options(_spec_to_run(spec, resume), stall, stacks))
+    for warning in command_warnings(loaded_spec):  # before any launch: the run would record wrong outcomes
+        err.print(f"diagbench: warning: {warning}", markup=False, highlight=False)
     if run_id is not None:
         guarded(lambda: check_run_id(run_id))
     if junit is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from diagbench.execute.lint import command_warnings
 from diagbench.execute.slots import SlotPlan
 from diagbench.judge.decide import decision_order
 from diagbench.launch.command import build_command
@@ -58,7 +59,7 @@ def plan_of(
         slots=slots.describe() if slots is not None else None,
         gpus_in_use=slots is not None and slots.gpus_in_use,
         launch_order=_launch_order(spec, cells, repeat) if stop_when_decided else None,
-        warnings=tuple(ready_warning(spec)),
+        warnings=(*ready_warning(spec), *command_warnings(spec)),
     )
 
 
@@ -72,7 +73,7 @@ def ready_warning(spec: Spec) -> list[str]:
         "no ready rule of the spec's own (server.ready) and no server.kind: only the ready lines "
         f"of the servers the packs know ({', '.join(_ready_servers(s.signatures))}) mark a launch ready; "
         f"a server of another kind runs until its timeout ({s.timeout:g}s). Add `ready: {{log: '<the line "
-        "it prints when ready>'}}` or `ready: {http: /health}` (or set server.kind)"
+        "it prints when ready>'}` or `ready: {http: /health}` (or set server.kind)"
     ]
 
 

@@ -24,7 +24,7 @@ from diagbench.jsonvalue import JSONObject
 from diagbench.launch import host
 from diagbench.launch.environment import attempt_environments
 from diagbench.launch.preflight import preflight
-from diagbench.logs.server_names import SERVERS
+from diagbench.logs.server_names import SERVERS, guess_server
 from diagbench.records.build_manifest import build_manifest
 from diagbench.records.manifest import RunSettings
 from diagbench.records.record import AttemptRecord
@@ -36,7 +36,7 @@ from diagbench.spec.load import Spec
 from diagbench.spec.matrix import Cell
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.triage.apply import Launch
-from diagbench.triage.problem import guess_server, server_word
+from diagbench.triage.problem import server_word
 
 __all__ = [
     "CommandLine",

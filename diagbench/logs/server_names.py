@@ -4,9 +4,11 @@ need these names."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from diagbench.errors import UserError
 
-__all__ = ["ALIASES", "READY_ALSO", "SERVERS", "known_server", "server_name"]
+__all__ = ["ALIASES", "READY_ALSO", "SERVERS", "guess_server", "known_server", "server_name"]
 
 SERVERS = {
     "vllm": "vLLM",
@@ -55,3 +57,25 @@ def server_name(word: str) -> str:
         hint = f"did you mean '{ALIASES.get(close[0], close[0])}'? " if close else ""
         raise UserError(f"unknown server '{word}': {hint}(expected one of: {', '.join(SERVERS)})")
     return name
+
+
+# a word of the command that names the server (the program, or a module run by python -m)
+_PROGRAMS = {
+    "diagbench.simulator": "simulator",
+    "diagbench.refserver": "refserver",
+    "sglang.launch_server": "sglang",
+    "vllm.entrypoints.openai.api_server": "vllm",
+    "lmdeploy": "lmdeploy",
+    "ollama": "ollama",
+}
+
+
+def guess_server(argv: Sequence[str]) -> str | None:
+    """The server a command line names: `vllm serve`, `python -m sglang.launch_server`, ..."""
+    for word in argv[:4]:
+        base = word.rsplit("/", 1)[-1]
+        if base in _PROGRAMS:
+            return _PROGRAMS[base]
+        if (name := known_server(base)) is not None and name != "pytorch":
+            return name
+    return None

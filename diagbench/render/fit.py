@@ -25,6 +25,7 @@ __all__ = ["FLEX_MIN", "INDENT", "MIN_WIDTH", "Column", "fit", "fit_lines", "wra
 MIN_WIDTH = 80  # what every table fits into, however narrow the terminal says it is
 FLEX_MIN = 28  # a long column narrower than this reads worse than a line of its own
 INDENT = "    "
+_WORD = re.compile(r"(?:`[^`\n]*`|[^\s`]|`)+")  # a `snippet` in backticks is one word: pasted whole
 _CHUNK = re.compile(r"\s+|[^\s,]+,?|,")  # words, and the parts of a cell id after each comma
 
 
@@ -165,7 +166,7 @@ def _line(cells: Sequence[Text], widths: Sequence[int], room: int) -> Text:
 def fit_lines(text: str, width: int | None) -> str:
     """Plain text (a plan, a diff) no wider than `width` where it can be: a long line is
     broken at spaces, its continuation indented under it; a word longer than the line (a
-    path) stays whole on a line of its own, never cut."""
+    path, a `snippet` in backticks) stays whole on a line of its own, never cut."""
     room = max(width or 10_000, MIN_WIDTH)
     out: list[str] = []
     for line in text.split("\n"):
@@ -174,7 +175,7 @@ def fit_lines(text: str, width: int | None) -> str:
             continue
         first = " " * (len(line) - len(line.lstrip(" ")))
         lead, current = first, ""
-        for word in line.strip(" ").split(" "):
+        for word in _WORD.findall(line):
             if current and len(lead) + len(current) + 1 + len(word) > room:
                 out.append(lead + current)
                 lead, current = first + "    ", word

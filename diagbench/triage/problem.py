@@ -13,23 +13,13 @@ from diagbench.isolate.factors import Config, shown_command
 from diagbench.isolate.pasted import split_command
 from diagbench.isolate.problem import ServerRules, server_spec
 from diagbench.jsonvalue import JSON
-from diagbench.logs.server_names import SERVERS, known_server
+from diagbench.logs.server_names import SERVERS, guess_server, known_server
 from diagbench.spec.load import ServerSpec, Spec
 from diagbench.spec.ready import ReadyRequest
 from diagbench.triage.apply import Launch
 from diagbench.triage.remedies import REMEDY_SERVERS, Catalogue, load_catalogue
 
-__all__ = ["TriageProblem", "from_command", "guess_server", "server_word"]
-
-# a word of the command that names the server (the program, or a module run by python -m)
-_PROGRAMS = {
-    "diagbench.simulator": "simulator",
-    "diagbench.refserver": "refserver",
-    "sglang.launch_server": "sglang",
-    "vllm.entrypoints.openai.api_server": "vllm",
-    "lmdeploy": "lmdeploy",
-    "ollama": "ollama",
-}
+__all__ = ["TriageProblem", "from_command", "server_word"]
 
 
 @dataclass(frozen=True)
@@ -81,14 +71,3 @@ def server_word(option: str, word: str) -> str:
     if (name := known_server(word)) is not None:
         return name
     raise UserError(f"{option} {word}: unknown server (expected one of: {', '.join(REMEDY_SERVERS)})")
-
-
-def guess_server(argv: Sequence[str]) -> str | None:
-    """The server a command line names: `vllm serve`, `python -m sglang.launch_server`, ..."""
-    for word in argv[:4]:
-        base = word.rsplit("/", 1)[-1]
-        if base in _PROGRAMS:
-            return _PROGRAMS[base]
-        if (name := known_server(base)) is not None and name != "pytorch":
-            return name
-    return None
