@@ -110,7 +110,7 @@ def _finish(result: TriageResult, as_json: bool) -> NoReturn:
     from diagbench.render.triage import triage_as
 
     found = result.triage
-    show(triage_as(found, TextOrJson.of(as_json)))
+    show(triage_as(found, TextOrJson.of(as_json), out.width))
     if found.status.exit_code != ExitCode.OK and found.reason:
         err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
     if result.harness_errors:

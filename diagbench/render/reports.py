@@ -80,7 +80,8 @@ def _lead(report: Report, width: int | None) -> _Lead:
             if found
             else ((), {}, ())
         )
-        table = Group(render_triage(leader), render_debug(found)) if found else render_triage(leader)
+        shown = render_triage(leader, width)
+        table = Group(shown, render_debug(found)) if found else shown
         return _Lead(view, table, (md, *more[0]), {"triage": leader.to_json(), **more[1]}, (html, *more[2]))
     if isinstance(leader, Limit):  # its launches are its plan
         table, md, html = render_limit(leader, width), limit_markdown(leader), limit_section_html(leader)

@@ -8,13 +8,13 @@ import threading
 from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from diagbench.execute.events import QuietEvents
 from diagbench.records.parts import Price
 from diagbench.records.record import AttemptRecord
 from diagbench.records.store import RunDir
+from diagbench.render.fit import Column, fit
 from diagbench.render.formats import Rendering, Shown
 from diagbench.render.htmlkit import Html, el
 from diagbench.render.report import OUTCOME_STYLE
@@ -95,18 +95,19 @@ def _outcome(t: Tried) -> str:
     return label if len(set(t.outcomes)) <= 1 else f"{label} (flaky: {', '.join(t.outcomes)})"
 
 
-def triage_as(triage: Triage, format: TextOrJson) -> Rendering:
-    """What `triage` prints at its end: the table and the recommendation, or triage.json (`--json`)."""
+def triage_as(triage: Triage, format: TextOrJson, width: int | None = None) -> Rendering:
+    """What `triage` prints at its end: the table (fitted to `width`) and the recommendation, or
+    triage.json (`--json`)."""
     match format:
         case TextOrJson.TEXT:
-            return Shown(render_triage(triage))
+            return Shown(render_triage(triage, width))
         case TextOrJson.JSON:
             return json.dumps(triage.to_json(), indent=2) + "\n"
         case _:
             assert_never(format)
 
 
-def render_triage(triage: Triage) -> RenderableType:
+def render_triage(triage: Triage, width: int | None = None) -> RenderableType:
     parts: list[RenderableType] = [Text(f"triage: {_HEADLINE[triage.status]}", style="bold")]
     if triage.target:
         target = triage.target
@@ -114,9 +115,10 @@ def render_triage(triage: Triage) -> RenderableType:
         where = f" ({triage.server})" if triage.server else ""
         parts.append(Text(f"the command{where}: {label}"))
         if target.evidence:
-            parts.append(Text(f"  L{target.evidence.line_no}: {visible(target.evidence.text)[:200]}", style="dim"))
+            line = f"  L{target.evidence.line_no}: {visible(target.evidence.text)}"
+            parts.append(Text(line, style="dim", no_wrap=True, overflow="ellipsis"))  # a line of the log: one line
     if triage.remedies:
-        parts += [_table(triage.remedies, triage.server), *_given_up(triage.remedies)]
+        parts += [_table(triage.remedies, triage.server, width), *_given_up(triage.remedies)]
     parts += [Text(f"note: {note}", style="dim") for note in triage.notes]
     rec = triage.recommendation
     if rec is not None:
@@ -126,22 +128,20 @@ def render_triage(triage: Triage) -> RenderableType:
     return Group(*parts)
 
 
-def _table(tried: Sequence[Tried], server: str | None) -> Table:
-    """One row per launch; remedy ids without their server's prefix (the title names it)."""
+def _table(tried: Sequence[Tried], server: str | None, width: int | None) -> RenderableType:
+    """One row per launch, fitted to `width` (render/fit.py); remedy ids without their server's
+    prefix (the title names it)."""
     prefix = f"{server}." if server else "\0"
     title = f"comes up with / costs ({server} remedies)" if server else "comes up with / costs"
-    table = Table(title=title, title_justify="left")
-    table.add_column("remedy", no_wrap=True)  # what a reader copies stays whole
-    table.add_column("change", no_wrap=True)
-    table.add_column("outcome", overflow="fold", min_width=10)
-    table.add_column("start-up", no_wrap=True)
-    table.add_column("price", overflow="fold", min_width=12)
-    for t in tried:
-        style = OUTCOME_STYLE.get(t.outcome.value if t.outcome else "", "")
-        startup = f"{t.startup_s:.1f}s" if t.startup_s is not None else ""
-        cells = (t.id.replace(prefix, ""), "\n".join(t.change), _outcome(t), startup, price_text(t.price))
-        table.add_row(*(Text(c, style=style if i == 2 else "") for i, c in enumerate(cells)))
-    return table
+    styles = [OUTCOME_STYLE.get(t.outcome.value if t.outcome else "", "") for t in tried]
+    columns = [
+        Column("remedy", [Text(t.id.replace(prefix, "")) for t in tried]),  # what a reader copies stays whole
+        Column("outcome", [Text(_outcome(t), style=style) for t, style in zip(tried, styles, strict=True)]),
+        Column("start-up", [Text(f"{t.startup_s:.1f}s" if t.startup_s is not None else "") for t in tried], drop=1),
+        Column("price", [Text(price_text(t.price)) for t in tried]),
+        Column("change", [Text("; ".join(t.change)) for t in tried], flex=True),
+    ]
+    return fit(title, columns, width)
 
 
 def _given_up(tried: Sequence[Tried]) -> list[Text]:
