@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from diagbench.launch.hangranks import with_ranks
 from diagbench.launch.hangsite import summarise
 from diagbench.launch.process import ServerProcess, members
 from diagbench.launch.stacks import take_stacks
@@ -102,6 +103,7 @@ class HangCheck:
             return
         hang = summarise(taken, STACKS_FOLDER)
         if hang is not None:
+            hang = with_ranks(hang, taken)
             hang = replace(hang, taken_s=round(time.monotonic() - started, 3))
             self.hang = build(Hang, redactor.deep(dict(hang.to_json())))
 

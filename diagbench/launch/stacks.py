@@ -26,6 +26,7 @@ import psutil
 from diagbench import safetext
 from diagbench.launch import gpu
 from diagbench.launch.helpers import run_helper
+from diagbench.launch.ranks import ProcessInfo, Rank, assign_ranks, read_env_rank
 from diagbench.records import sink
 from diagbench.records.redact import Redactor
 from diagbench.safefiles import Folder, open_regular
@@ -71,6 +72,11 @@ class ProcessStacks:
     text: str
     threads: list[Thread] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ppid: int = 0
+    started: float = 0.0
+    argv: tuple[str, ...] = ()
+    env_rank: Rank | None = None  # what its environment says (launch/ranks.py)
+    rank: Rank | None = None  # its rank in the launch: the environment's, or spawn order
 
 
 def take_stacks(
@@ -86,6 +92,13 @@ def take_stacks(
     with ThreadPoolExecutor(max_workers=PARALLEL_DUMPS) as pool:
         found = list(pool.map(lambda p: _one(p, redactor, faulthandler_dir, usage), ordered))
     taken = [stacks for stacks in found if stacks is not None]
+    infos = [ProcessInfo(s.pid, s.ppid, s.started, s.argv, s.env_rank) for s in taken]
+    ranks = assign_ranks(infos)
+    for stacks in taken:
+        stacks.rank = ranks.get(stacks.pid)
+        if stacks.rank is not None:
+            where = f"rank {stacks.rank.rank}" + (f" of {stacks.rank.world}" if stacks.rank.world else "")
+            stacks.text = stacks.text.replace("\n", f"\n{where} (from {stacks.rank.source})\n", 1)
     # a sink: blanked, a renamed process's control characters shown as escapes, and written
     # through the files door (a stacks folder or file planted as a link is never written through)
     with Folder.open(folder.parent) as attempt, attempt.folder(folder.name, make=True) as stacks_folder:
@@ -98,10 +111,11 @@ def _one(
     proc: psutil.Process, redactor: Redactor, fh_dir: Path | None, usage: dict[int, list[str]] | None
 ) -> ProcessStacks | None:
     try:
-        name, argv, ppid = proc.name(), proc.cmdline(), proc.ppid()
+        name, argv, ppid, started = proc.name(), proc.cmdline(), proc.ppid(), proc.create_time()
     except psutil.Error:
         return None  # gone since the tree was listed
-    stacks = ProcessStacks(proc.pid, one_line(name), "")
+    stacks = ProcessStacks(proc.pid, one_line(name), "", ppid=ppid, started=started, argv=tuple(argv))
+    stacks.env_rank = read_env_rank(proc)
     # a process names itself (prctl) and writes its own argv: their escapes are shown, never obeyed
     command = " ".join(one_line(word) for word in redactor.argv(argv))
     lines = [f"pid {proc.pid} ({one_line(name)}), parent {ppid}", f"command: {command}"]

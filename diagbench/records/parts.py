@@ -13,7 +13,7 @@ from diagbench.records.typed import OMIT_NONE, plain
 if TYPE_CHECKING:
     from diagbench.logs.rootcause import Cause
 
-__all__ = ["GpuSettle", "Hang", "NodeExit", "Placement", "Price", "RootCause"]
+__all__ = ["Behind", "GpuSettle", "Hang", "NodeExit", "Placement", "Price", "RankWait", "RootCause"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,36 @@ class RootCause:
 
 
 @dataclass(frozen=True)
+class RankWait:
+    """Where one rank of a hung launch waits (launch/hangranks.py)."""
+
+    rank: int
+    pid: int
+    site: str  # `all_reduce (worker.py:22)`: its wait, at the program's own line
+    wait: str | None = None  # `all_reduce`, `time.sleep`
+    at: str | None = None  # the program's innermost frame, `worker.py:22`
+    source: str = ""  # what said its rank: RANK, SLURM_PROCID, spawn order
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True)
+class Behind:
+    """A rank behind the others by PyTorch's flight recorder: its last collective's sequence id
+    against the furthest rank's, in one process group."""
+
+    rank: int
+    group: str
+    last_seq: int  # the collective_seq_id of its last recorded collective (0: none)
+    ahead_seq: int  # the furthest rank's
+    collective: str | None  # what the furthest ranks wait in that it never entered (`nccl:all_reduce`)
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
+
+
+@dataclass(frozen=True)
 class Hang:
     """Where the tree waited when its stacks were taken (launch/hangsite.py chose the thread)."""
 
@@ -51,6 +81,10 @@ class Hang:
     files: tuple[str, ...] = ()  # stacks/<pid>.txt of every process, relative to the attempt's folder
     notes: tuple[str, ...] = ()  # what could not be read (ptrace refused, py-spy missing)
     taken_s: float | None = field(default=None, metadata=OMIT_NONE)  # what taking them cost, before teardown
+    ranks: tuple[RankWait, ...] = ()  # where each rank waits, by rank (a launch of many ranks)
+    odd_ranks: tuple[int, ...] = ()  # the ranks not where the others wait
+    words: str | None = field(default=None, metadata=OMIT_NONE)  # `rank 0 waits in all_reduce (w.py:22); ...`
+    behind: tuple[Behind, ...] = ()  # flight recorder: ranks whose last collective is behind the others'
 
     def to_json(self) -> JSONObject:
         return plain(self)

@@ -33,6 +33,12 @@ def outcome_words(r: AttemptRecord, short: bool = False) -> str:
     site = r.hang.site if r.hang else None
     if site:
         words += f" at {short_site(site) if short else site}"
+    if r.hang and r.hang.words:  # a launch of many ranks: where each waits, the odd ones named
+        odd = r.hang.odd_ranks
+        if short:
+            words += f", odd rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))}" if odd else ""
+        else:
+            words += f" [{r.hang.words}]"
     return words
 
 
@@ -82,6 +88,8 @@ def hangs_markdown(view: RunView) -> list[str]:
         who = f"thread {hang.thread} of pid {hang.pid} ({hang.name})"
         head = f"#### `{safetext.markdown_code(r.attempt)}`: {safetext.markdown(outcome_words(r))}"
         out += [head, "", f"Waiting: {safetext.markdown(who)}; `{MARK.strip()}` marks its frame."]
+        if hang.words:
+            out += ["", f"Ranks: {safetext.markdown(hang.words)}."]
         out += [f"- note: {safetext.markdown(note)}" for note in hang.notes]
         for name, text in _stacks(view, r):
             frame = hang.waiting_frame if _is_main(name, hang) else None
@@ -100,6 +108,8 @@ def hangs_html(view: RunView) -> Html | None:
     blocks = []
     for r, hang in records:
         notes = [el("li", None, note) for note in hang.notes]
+        if hang.words:
+            notes.insert(0, el("li", {"class": "ranks"}, "ranks: ", hang.words))
         files = [_process_html(name, text, hang) for name, text in _stacks(view, r)]
         title = el("h3", None, el("a", {"href": f"#a-{r.attempt}"}, r.attempt), ": ", outcome_words(r))
         blocks.append(el("section", {"class": "hang"}, title, notes and el("ul", None, notes), files))

@@ -151,6 +151,7 @@ def _failure(failure: Failure, rank: int) -> list[_Block]:
 def _hang(hang: Hang) -> _Block:
     head = f"**Hang**: pid {hang.pid} ({markdown(hang.name)}), thread {markdown(hang.thread or '')}"
     head += f", at {markdown(hang.site)}" if hang.site else ""
+    head += f"; {markdown(hang.words)}" if hang.words else ""
     shown = [_clip_code(f) for f in hang.frames[:40]]
     return _Block([head, ""], shown, rank=4, info="text") if shown else _Block([head])
 
