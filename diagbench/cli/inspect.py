@@ -199,7 +199,7 @@ def list_signatures(
     sigs = guarded(lambda: load_packs(_pack_names(signatures), Path.cwd()))
     if signature_id is not None:
         sigs = [guarded(lambda: _one_signature(sigs, signature_id))]
-    show(signatures_as(sigs, TextOrJson.of(as_json), whole=full or signature_id is not None))
+    show(signatures_as(sigs, TextOrJson.of(as_json), whole=full or signature_id is not None, width=out.width))
 
 
 @app.command(epilog="\b\nExit codes: 0 no regression; 1 a cell that came up in RUN_A did not in RUN_B; 2 bad usage.")
@@ -220,7 +220,7 @@ def diff(
     a = guarded(lambda: view_of(load_run(run_a)))
     b = guarded(lambda: view_of(load_run(run_b)))
     changes = diff_runs(a, b)
-    show(diff_as(a, b, changes, DiffFormat.JSON if as_json else format))
+    show(diff_as(a, b, changes, DiffFormat.JSON if as_json else format, out.width))
     if a.unreadable or b.unreadable:  # a record missing from the comparison: the diff is not to be trusted
         say_problems(a, b)
         raise typer.Exit(ExitCode.USAGE)

@@ -15,7 +15,7 @@ from diagbench.safetext import one_line
 from diagbench.vocab import TextOrJson, assert_never, outcome_label
 
 if TYPE_CHECKING:  # a table for `signatures` only: `classify` prints lines
-    from rich.table import Table
+    from rich.console import RenderableType
 
 __all__ = [
     "classification_as",
@@ -40,14 +40,16 @@ def classification_as(
             assert_never(format)
 
 
-def signatures_as(signatures: Sequence[Signature], format: TextOrJson, whole: bool = False) -> Rendering:
+def signatures_as(
+    signatures: Sequence[Signature], format: TextOrJson, whole: bool = False, width: int | None = None
+) -> Rendering:
     """`signatures`: a table, each signature `whole` with its source, or a JSON list (`--json`)."""
     match format:
         case TextOrJson.TEXT if whole:
             blocks = [[""] * bool(i) + render_signature(s) for i, s in enumerate(signatures)]  # a blank line between
             return Shown(lines=tuple(line for block in blocks for line in block))
         case TextOrJson.TEXT:
-            return Shown(render_signatures(signatures))
+            return Shown(render_signatures(signatures, width))
         case TextOrJson.JSON:
             return json.dumps([signature_json(s) for s in signatures], indent=2) + "\n"
         case _:
@@ -81,15 +83,27 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
     return lines
 
 
-def render_signatures(signatures: Iterable[Signature]) -> Table:
-    from rich.table import Table
+def render_signatures(signatures: Iterable[Signature], width: int | None = None) -> RenderableType:
+    """One row per signature, fitted to `width`: the id (what `--id` takes) always whole; the
+    pattern on one line, cut with an ellipsis (`signatures --id ID` shows it whole)."""
     from rich.text import Text
 
-    table = Table("pack", "id", "kind", "class", "priority", "pattern")
-    for s in signatures:
-        row = (s.pack, s.id, s.kind.value, s.failure_class or s.phase or "", str(s.priority), s.pattern)
-        table.add_row(*(Text(one_line(x)) for x in row))  # patterns are full of [brackets]: never markup
-    return table
+    from diagbench.render.fit import Column, fit
+
+    sigs = list(signatures)
+
+    def cells(values: Iterable[str]) -> list[Text]:
+        return [Text(one_line(v)) for v in values]  # patterns are full of [brackets]: never markup
+
+    columns = [
+        Column("id", cells(s.id for s in sigs)),
+        Column("kind", cells(s.kind.value for s in sigs), drop=2),
+        Column("class", cells(s.failure_class or s.phase or "" for s in sigs)),
+        Column("priority", cells(str(s.priority) for s in sigs), drop=3),
+        Column("pack", cells(s.pack for s in sigs), drop=4),  # the id starts with it
+        Column("pattern", cells(s.pattern for s in sigs), flex=True, lines=1),
+    ]
+    return fit("", columns, width)
 
 
 def signature_json(s: Signature) -> dict[str, JSON]:

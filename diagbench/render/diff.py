@@ -7,6 +7,7 @@ import json
 from diagbench.jsonvalue import JSON
 from diagbench.judge.diff import Changes
 from diagbench.judge.view import RunView
+from diagbench.render.fit import fit_lines
 from diagbench.render.formats import Rendering, Shown
 from diagbench.render.html_diff import render_diff_html
 from diagbench.render.text import visible
@@ -15,11 +16,12 @@ from diagbench.vocab import DiffFormat, assert_never
 __all__ = ["diff_as", "diff_json", "render_diff"]
 
 
-def diff_as(a: RunView, b: RunView, changes: Changes, format: DiffFormat) -> Rendering:
-    """`diff RUN_A RUN_B`: the changes in words, as one JSON object, or as one HTML page."""
+def diff_as(a: RunView, b: RunView, changes: Changes, format: DiffFormat, width: int | None = None) -> Rendering:
+    """`diff RUN_A RUN_B`: the changes in words (long lines broken at `width`), as one JSON object,
+    or as one HTML page."""
     match format:
         case DiffFormat.TEXT:
-            return Shown(lines=(visible(render_diff(a, b, changes)),))
+            return Shown(lines=(fit_lines(visible(render_diff(a, b, changes)), width),))
         case DiffFormat.JSON:
             return diff_json(a, b, changes)
         case DiffFormat.HTML:

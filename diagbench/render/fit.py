@@ -49,11 +49,14 @@ class Column:
         return max(len(self.header), widest)
 
 
-def fit(title: str, columns: Sequence[Column], width: int | None) -> RenderableType:
+def fit(title: str, columns: Sequence[Column], width: int | None, boxed: bool = True) -> RenderableType:
     """`columns` as a table no wider than `width` (at least MIN_WIDTH; None: unbounded); a
-    droppable column with nothing in it is left out at any width."""
+    droppable or long column with nothing in it is left out at any width. `boxed=False`: the
+    third layout at every width (a table of sentences reads the same in every run)."""
     room = max(width or 10_000, MIN_WIDTH)
-    columns = [c for c in columns if not c.drop or any(cell.plain for cell in c.cells)]  # an empty one says nothing
+    columns = [c for c in columns if not (c.drop or c.flex) or any(cell.plain for cell in c.cells)]  # says nothing
+    if not boxed:
+        return _stacked(title, _short_fit(columns, room), room)
     kept = list(columns)
     while not _boxed_fits(kept, room):
         droppable = [c for c in kept if c.drop]
@@ -142,7 +145,7 @@ def _stacked(title: str, columns: Sequence[Column], room: int) -> RenderableType
     parts.append(_line([Text(c.header, style="bold") for c in short], widths, room))
     for i in range(len(columns[0].cells) if columns else 0):
         parts.append(_line([c.cells[i] for c in short], widths, room))
-        for c in flex:
+        for c in (c for c in flex if c.cells[i].plain):  # an empty value: no line
             label = f"{c.header}: " if len(flex) > 1 else ""
             body = wrap(label + c.cells[i].plain, room - len(INDENT), c.lines)
             parts.extend(Text(INDENT + line, style=c.cells[i].style, no_wrap=True) for line in body if line)

@@ -8,7 +8,6 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from diagbench import safetext
@@ -119,7 +118,7 @@ def render_table(view: RunView, width: int | None = None) -> RenderableType:
     varies, so a cell reads across its factors; the axes with one label are said in the title."""
     parts: list[RenderableType] = [_outcomes_table(view, width)]
     if repeated(view.records):
-        parts.append(_counts_table(view))
+        parts.append(_counts_table(view, width))
     if view.verdicts:
         parts.append(_verdicts_table(view, width))
     for violation in view.violations:
@@ -188,7 +187,8 @@ def _verdicts_table(view: RunView, width: int | None) -> RenderableType:
         Column("why", [_text(_verdict_line(v)) for v in verdicts], flex=True, lines=2),
         Column("meaning", [_text(v.meaning or "") for v in verdicts], flex=True),
     ]
-    return fit("hypotheses (judged against the pre-registered copy)", columns, width)
+    # always one layout: sentences under each verdict, whatever the width and the run
+    return fit("hypotheses (judged against the pre-registered copy)", columns, width, boxed=False)
 
 
 def _text(text: str) -> Text:
@@ -196,13 +196,13 @@ def _text(text: str) -> Text:
     return Text(one_line(text))
 
 
-def _counts_table(view: RunView) -> Table:
-    table = Table(title="cells over their repeats", title_justify="left", expand=False)
-    table.add_column("cell", overflow="fold")
-    table.add_column("outcomes", overflow="fold")
-    for counts in cell_counts(view.records):
-        table.add_row(_text(counts.cell_id), Text(str(counts), style="yellow" if counts.flaky else ""))
-    return table
+def _counts_table(view: RunView, width: int | None) -> RenderableType:
+    counts = cell_counts(view.records)
+    columns = [
+        Column("cell", [_text(c.cell_id) for c in counts], flex=True),  # broken after its commas
+        Column("outcomes", [Text(str(c), style="yellow" if c.flaky else "") for c in counts], flex=True),
+    ]
+    return fit("cells over their repeats", columns, width)
 
 
 def footer(view: RunView) -> list[str]:

@@ -4,6 +4,7 @@ start-up phases that moved beyond the noise of the repeats."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -92,7 +93,8 @@ def test_diff_leads_with_the_packages_that_changed_underneath(tmp_path: Path) ->
     slow = [str(new), str(FAKE), "sleep=3", *ready]
     run(write_spec(tmp_path / "b", {"command": slow, "env": {"NCCL_DEBUG": "INFO"}}), tmp_path / "runs", "after")
     argv = [sys.executable, "-m", "diagbench", "diff", str(tmp_path / "runs/before"), str(tmp_path / "runs/after")]
-    text = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    wide = {**os.environ, "COLUMNS": "300"}  # one line per change (at 80 columns they wrap at words)
+    text = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=wide)
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0] == "before -> after"

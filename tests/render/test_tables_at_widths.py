@@ -65,3 +65,55 @@ TRIAGE = Triage(
 def test_triage(width: int) -> None:
     lines = shown(render_triage(TRIAGE, width), width)
     assert_fits(lines, width, "failed:cuda_graph_capture", "halve-cuda-graph-max-bs", "price", "439 tok/s")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_signatures_keep_every_id_whole(width: int) -> None:
+    from pathlib import Path
+
+    from diagbench.logs.signatures import builtin_packs, load_packs
+    from diagbench.render.classify import render_signatures
+
+    sigs = load_packs(builtin_packs(), Path.cwd())
+    lines = shown(render_signatures(sigs, width), width)
+    assert_fits(lines, width, *(s.id for s in sigs))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_diff_lines_fit(width: int) -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from diagbench.judge.diff import CellChange, CellState, Changes
+    from diagbench.render.diff import diff_as
+    from diagbench.render.formats import Shown
+    from diagbench.vocab import DiffFormat
+
+    cell = "kernel=stock,compile=on,max_bs=32,inductor_graphs=unset"
+    changes = Changes(
+        cells=[
+            CellChange(cell, CellState((("ready", 1),)), CellState((("failed:cuda_graph_capture", 2), ("ready", 1))))
+        ]
+    )
+    a = cast(Any, SimpleNamespace(run_id="20261203-040927-demo-compile-isolation"))
+    b = cast(Any, SimpleNamespace(run_id="20261204-101010-demo-compile-isolation"))
+    rendering = diff_as(a, b, changes, DiffFormat.TEXT, width)
+    assert isinstance(rendering, Shown)
+    lines = "\n".join(str(line) for line in rendering.lines).splitlines()
+    assert_fits(lines, width, "REGRESSION", "failed:cuda_graph_capture", "inductor_graphs=unset:")
+
+
+def test_the_hypotheses_table_has_one_layout_and_no_empty_meaning() -> None:
+    from rich.text import Text
+
+    from diagbench.render.fit import Column, fit
+
+    columns = [
+        Column("id", [Text("h1")]),
+        Column("verdict", [Text("supported")]),
+        Column("why", [Text("a=1 ready")], flex=True),
+        Column("meaning", [Text("")], flex=True),
+    ]
+    for width in WIDTHS:
+        text = "\n".join(shown(fit("hypotheses", columns, width, boxed=False), width))
+        assert "┃" not in text and "meaning" not in text and "\n    a=1 ready" in text
