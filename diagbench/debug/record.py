@@ -4,17 +4,14 @@ with suspicion."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from diagbench.debug.sharper import Sharper
-from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.parts import RootCause
-from diagbench.records.typed import build, plain
-from diagbench.safefiles import read_regular
+from diagbench.records.typed import build_versioned, plain, read_document
 from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["DEBUG_VERSION", "FILENAME", "Debug", "Seen", "Setting", "Status", "read_debug"]
@@ -107,24 +104,11 @@ class Debug:
 
     @classmethod
     def from_json(cls, data: JSONObject) -> Debug:
-        version = data.get("debug_version")
-        if not isinstance(version, int) or version > DEBUG_VERSION:
-            raise RecordError(f"debug.json: debug_version {version!r}: written by a newer diagbench")
-        try:
-            return build(cls, {**data, "failure_class": data.get("class")})  # `class` in the file
-        except (RecordError, TypeError, ValueError) as exc:
-            raise RecordError(f"debug.json: malformed: {exc}") from None
+        with_class = {**data, "failure_class": data.get("class")}  # `class` in the file
+        return build_versioned(cls, with_class, FILENAME, "debug_version", DEBUG_VERSION)
 
 
 def read_debug(run_dir: Path) -> Debug | None:
     """The run's debug.json, or None when the run made no debug launch."""
-    path = run_dir / FILENAME
-    if not path.exists() and not path.is_symlink():
-        return None
-    try:
-        data = json.loads(read_regular(path, _MAX_BYTES).decode("utf-8"))  # never through a link, nor a FIFO
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: unreadable: {exc}") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: expected a JSON object")
-    return Debug.from_json(data)
+    data = read_document(run_dir / FILENAME, _MAX_BYTES)
+    return None if data is None else Debug.from_json(data)

@@ -5,7 +5,6 @@ Read with the same suspicion as result.json: a newer version is refused with tha
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -16,7 +15,7 @@ from diagbench.errors import RecordError
 from diagbench.isolate.factors import Factor, FactorKind
 from diagbench.isolate.search import Result, Target
 from diagbench.jsonvalue import JSON
-from diagbench.safefiles import read_regular
+from diagbench.records.typed import check_version, read_document
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
 __all__ = ["FILENAME", "ISOLATION_VERSION", "NOT_ISOLABLE_EXIT", "Isolation", "Status", "Step", "read_isolation"]
@@ -141,11 +140,7 @@ class Isolation:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Isolation:
-        version = data.get("isolation_version")
-        if not isinstance(version, int) or version > ISOLATION_VERSION:
-            raise RecordError(
-                f"isolation_version {version!r}: written by a newer diagbench (this one reads {ISOLATION_VERSION})"
-            )
+        check_version(data, FILENAME, "isolation_version", ISOLATION_VERSION)
         try:
             target = data["target"]
             return cls(
@@ -178,13 +173,5 @@ def _factor(data: Mapping[str, Any]) -> Factor:
 
 def read_isolation(run_dir: Path) -> Isolation | None:
     """The isolation of a run directory, or None when it is a matrix run."""
-    path = run_dir / FILENAME
-    if not path.exists() and not path.is_symlink():
-        return None
-    try:
-        data = json.loads(read_regular(path, 64 << 20).decode("utf-8"))  # never through a link, nor a FIFO
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: unreadable ({exc})") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: expected a JSON object")
-    return Isolation.from_json(data)
+    data = read_document(run_dir / FILENAME, 64 << 20)
+    return None if data is None else Isolation.from_json(data)

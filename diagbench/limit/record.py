@@ -4,16 +4,13 @@ versioned, read back with suspicion."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.parts import Price
-from diagbench.records.typed import build
-from diagbench.safefiles import read_regular
+from diagbench.records.typed import build_versioned, read_document
 from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["FILENAME", "LIMIT_VERSION", "Limit", "Role", "Status", "Step", "read_limit"]
@@ -144,24 +141,10 @@ class Limit:
 
     @classmethod
     def from_json(cls, data: JSONObject) -> Limit:
-        version = data.get("limit_version")
-        if not isinstance(version, int) or version > LIMIT_VERSION:
-            raise RecordError(f"limit.json: limit_version {version!r}: written by a newer diagbench")
-        try:
-            return build(cls, data)
-        except (RecordError, TypeError, ValueError) as exc:
-            raise RecordError(f"limit.json: malformed: {exc}") from None
+        return build_versioned(cls, data, FILENAME, "limit_version", LIMIT_VERSION)
 
 
 def read_limit(run_dir: Path) -> Limit | None:
     """The run's limit.json, or None when the run is no limit search."""
-    path = run_dir / FILENAME
-    if not path.exists() and not path.is_symlink():
-        return None
-    try:
-        data = json.loads(read_regular(path, _MAX_BYTES).decode("utf-8"))  # never through a link, nor a FIFO
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: unreadable: {exc}") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: expected a JSON object")
-    return Limit.from_json(data)
+    data = read_document(run_dir / FILENAME, _MAX_BYTES)
+    return None if data is None else Limit.from_json(data)

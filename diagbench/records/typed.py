@@ -13,12 +13,25 @@ import json
 import types
 from collections.abc import Mapping
 from enum import Enum
+from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSON, JSONObject
+from diagbench.safefiles import read_regular
 
-__all__ = ["OMIT_NONE", "build", "check", "conforms", "plain", "shown", "words"]
+__all__ = [
+    "OMIT_NONE",
+    "build",
+    "build_versioned",
+    "check",
+    "check_version",
+    "conforms",
+    "plain",
+    "read_document",
+    "shown",
+    "words",
+]
 
 T = TypeVar("T")
 OMIT_NONE = {"omit_none": True}  # field(metadata=OMIT_NONE): left out of the JSON while None (an addition)
@@ -36,6 +49,36 @@ def build(kind: type[T], data: Mapping[str, object], where: str = "") -> T:
             continue
         values[f.name] = _value(data[f.name], hints[f.name], f"{where}{f.name}")
     return kind(**values)
+
+
+def check_version(data: Mapping[str, object], name: str, key: str, current: int) -> None:
+    """A document's `key` version is one this diagbench reads (never a newer one's, guessed at)."""
+    version = data.get(key)
+    if not isinstance(version, int) or version > current:
+        raise RecordError(f"{name}: {key} {version!r}: written by a newer diagbench (this one reads {current})")
+
+
+def build_versioned(kind: type[T], data: Mapping[str, object], name: str, key: str, current: int) -> T:
+    """A document (isolation.json, limit.json, ...) built after its version is checked."""
+    check_version(data, name, key, current)
+    try:
+        return build(kind, data)
+    except (RecordError, TypeError, ValueError) as exc:
+        raise RecordError(f"{name}: malformed: {exc}") from None
+
+
+def read_document(path: Path, max_bytes: int = 16 << 20) -> JSONObject | None:
+    """A run's JSON document as an object, or None where there is none: a regular file of bounded
+    size, never read through a link nor a FIFO (the files door)."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = json.loads(read_regular(path, max_bytes).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: unreadable: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object")
+    return data
 
 
 def check(value: object, hint: object, where: str) -> None:

@@ -3,16 +3,14 @@ the recommendation (the cheapest that works). Typed, versioned, read back with s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from diagbench.errors import RecordError
 from diagbench.jsonvalue import JSONObject
 from diagbench.records.parts import Price, RootCause
-from diagbench.records.typed import build, plain
+from diagbench.records.typed import build_versioned, plain, read_document
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
 __all__ = ["FILENAME", "TRIAGE_VERSION", "Recommendation", "Status", "Target", "Triage", "Tried", "read_triage"]
@@ -105,24 +103,10 @@ class Triage:
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Triage:
-        version = data.get("triage_version")
-        if not isinstance(version, int) or version > TRIAGE_VERSION:
-            raise RecordError(f"triage.json: triage_version {version!r}: written by a newer diagbench")
-        try:
-            return build(cls, data)
-        except (RecordError, TypeError, ValueError) as exc:
-            raise RecordError(f"triage.json: malformed: {exc}") from None
+        return build_versioned(cls, data, FILENAME, "triage_version", TRIAGE_VERSION)
 
 
 def read_triage(run_dir: Path) -> Triage | None:
     """The run's triage.json, or None when the run is no triage."""
-    path = run_dir / FILENAME
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RecordError(f"{path}: unreadable: {exc}") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{path}: expected a JSON object")
-    return Triage.from_json(data)
+    data = read_document(run_dir / FILENAME)
+    return None if data is None else Triage.from_json(data)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from diagbench.errors import RecordError
-from diagbench.records.typed import OMIT_NONE, build, plain
+from diagbench.records.typed import OMIT_NONE, build, build_versioned, plain, read_document
+from diagbench.triage.record import read_triage
 from diagbench.vocab import Outcome
 
 
@@ -54,3 +58,36 @@ def test_the_innermost_wrong_part_is_named(data: dict[str, object], message: str
     with pytest.raises(RecordError) as caught:
         build(Part, data)
     assert str(caught.value).startswith(message)
+
+
+def test_a_versioned_document_is_built_refused_when_newer_and_named_when_malformed() -> None:
+    data = {"doc_version": 1, "line_no": 3, "text": "boom"}
+    assert build_versioned(Where, data, "doc.json", "doc_version", 1) == Where(3, "boom")
+    with pytest.raises(
+        RecordError, match=r"^doc\.json: doc_version 2: written by a newer diagbench \(this one reads 1\)$"
+    ):
+        build_versioned(Where, {**data, "doc_version": 2}, "doc.json", "doc_version", 1)
+    with pytest.raises(RecordError, match=r"^doc\.json: doc_version None: written by a newer"):
+        build_versioned(Where, {"line_no": 3, "text": "boom"}, "doc.json", "doc_version", 1)
+    with pytest.raises(RecordError, match=r"^doc\.json: malformed: .*line_no"):
+        build_versioned(Where, {**data, "line_no": "x"}, "doc.json", "doc_version", 1)
+
+
+def test_a_run_document_is_read_as_a_regular_file_only(tmp_path: Path) -> None:
+    assert read_document(tmp_path / "absent.json") is None
+    (tmp_path / "list.json").write_text("[1]")
+    with pytest.raises(RecordError, match="expected a JSON object"):
+        read_document(tmp_path / "list.json")
+    (tmp_path / "big.json").write_text(json.dumps({"x": "y" * 100}))
+    with pytest.raises(RecordError, match="unreadable"):
+        read_document(tmp_path / "big.json", max_bytes=50)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"triage_version": 1}))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "triage.json").symlink_to(elsewhere)  # triage.json used to be read through a link
+    with pytest.raises(RecordError, match=r"triage\.json: unreadable"):
+        read_triage(run)
+    os.mkfifo(run / "fifo.json")
+    with pytest.raises(RecordError, match="unreadable"):  # never waited on
+        read_document(run / "fifo.json")
