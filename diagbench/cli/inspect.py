@@ -13,6 +13,7 @@ import typer
 from diagbench.cli.app import app, err, guarded, out, show
 from diagbench.cli.checks import check_launchable, say_problems
 from diagbench.cli.conventions import complete_only
+from diagbench.cli.fastpath import CLASSIFY_EXIT
 from diagbench.jsonvalue import JSONObject
 from diagbench.vocab import DiffFormat, ExitCode, ReportFormat, TextOrJson
 
@@ -129,7 +130,6 @@ class Engine(str, Enum):
     re = "re"
 
 
-CLASSIFY_EXIT = {"ready": 0, "failed": 1, "unknown": 3}  # scripts branch on it: `if diagbench classify x.log`
 CLASSIFY_EXIT_CODES = (
     "\b\nExit codes: 0 ready; 1 failed (a failure line decided); 3 unknown (the log decides nothing);"
     " 2 bad usage (a missing or unreadable log)."

@@ -8,7 +8,6 @@ import contextlib
 import errno
 import io
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -118,7 +117,7 @@ class Folder:
     def write(self, name: str, data: bytes, mode: int = 0o644) -> None:
         """`name` replaced whole (a reader sees the old file or the new one): written to a new
         file of its own (O_EXCL), then renamed within this folder, so no link is written through."""
-        tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"  # not `secrets`: it loads OpenSSL at start-up
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=self.fd)
         try:
             with io.FileIO(fd, "wb", closefd=True) as handle:

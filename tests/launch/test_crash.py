@@ -558,7 +558,7 @@ def test_an_unusable_temporary_folder_stops_the_run_as_a_full_disk_does(tmp_path
         matrix={"n": {"env": "N", "values": ["1", "2", "3"]}},
     )
     # tempfile, not TMPDIR: Python quietly falls back to /tmp from an unusable TMPDIR
-    code = f"import sys, tempfile; tempfile.tempdir = {str(tmp)!r}; from diagbench.cli import app; app()"
+    code = f"import sys, tempfile; tempfile.tempdir = {str(tmp)!r}; from diagbench.cli.app import app; app()"
     runs_dir = tmp_path / "runs"
     proc = subprocess.run(
         [sys.executable, "-c", code, "run", str(spec), "--runs-dir", str(runs_dir)],

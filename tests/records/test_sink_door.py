@@ -19,6 +19,7 @@ WRITERS = {
     "launch/logfile.py": "server.log, through sink.StreamBlanker",
     "render/console.py": "the terminal: SafeStream passes sink.document; /dev/null for a terminal gone",
     "cli/app.py": "write_out passes sink.document",
+    "cli/fastpath.py": 'classify --json without typer: its document passes sink.document (as write_out); "interrupted" is all it says',
     "cli/conventions.py": "a usage mistake's one line, through sink.document",
     "execute/cancel.py": "one byte to its own wake-up pipe",
     "launch/probes.py": "one byte to its own wake-up pipe",
