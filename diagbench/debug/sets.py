@@ -12,23 +12,18 @@ server (LD_PRELOAD, PYTHONPATH, ...) nor touch diagbench's own variables.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from diagbench.errors import SpecError
-from diagbench.triage.remedies import REMEDY_SERVERS, Change
-from diagbench.vocab import FAILURE_CLASSES, OUTCOMES
+from diagbench.triage.remedies import REMEDY_SERVERS, Change, failure_word
 from diagbench.yamlsrc import Src, load_document, suggest
 
-__all__ = ["ANY", "MAX_FILE_BYTES", "DebugCatalogue", "DebugSet", "builtin_files", "load_sets"]
+__all__ = ["ANY", "DebugCatalogue", "DebugSet", "builtin_files", "load_sets"]
 
 ANY = "any"  # a file for every server (a library's own variables)
-MAX_FILE_BYTES = 1 << 20  # a debug-set file is kilobytes
 _FILE_KEYS = ("server", "description", "sets")
 _SET_KEYS = ("id", "for", "env", "set", "add", "wrap", "why", "finds", "pick", "source")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -111,7 +106,7 @@ def load_sets(extra: Sequence[Path] = ()) -> DebugCatalogue:
 
 
 def parse_file(path: Path) -> list[DebugSet]:
-    root, _ = load_document(path, _read(path))
+    root, _ = load_document(path)  # the inputs door: a regular file, bounded
     keys = root.mapping(_FILE_KEYS)
     if "server" not in keys:
         raise root.error("missing key 'server'", f"name the server these sets are for, or '{ANY}'")
@@ -125,28 +120,6 @@ def parse_file(path: Path) -> list[DebugSet]:
             raise item.error(f"duplicate set id '{one.id}'", "give each set its own id")
         seen.add(one.id)
     return found
-
-
-def _read(path: Path) -> str:
-    """The file's text: a regular file (never a FIFO, which would block) of at most MAX_FILE_BYTES."""
-    name = str(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise SpecError(name, None, "", "no such file", "check the path") from None
-    except OSError as exc:
-        raise SpecError(name, None, "", f"cannot be read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SpecError(name, None, "", "not a regular file (a FIFO, device or folder)", "give a YAML file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise SpecError(name, None, "", f"{info.st_size} bytes: too large for a debug-set file (at most 1 MiB)")
-        data = handle.read(MAX_FILE_BYTES + 1)
-    try:
-        return data[:MAX_FILE_BYTES].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(name, None, "", f"not UTF-8 text ({exc.reason})") from None
 
 
 def _server(src: Src) -> str:
@@ -171,7 +144,7 @@ def _set(src: Src, server: str) -> DebugSet:
     return DebugSet(
         id=keys["id"].string("a set id"),
         server=server,
-        when=tuple(_failure_word(item) for item in keys["for"].items_or_one()),
+        when=tuple(failure_word(item) for item in keys["for"].items_or_one()),
         change=Change(
             add=_words(keys["add"]) if "add" in keys else (),
             set=_options(keys["set"]) if "set" in keys else {},
@@ -183,15 +156,6 @@ def _set(src: Src, server: str) -> DebugSet:
         pick=pick,
         source=keys["source"].string(),
         origin=f"{src.file}:{src.line}",
-    )
-
-
-def _failure_word(src: Src) -> str:
-    word = src.string("a failure class, a signature id or an outcome")
-    if "." in word or word in FAILURE_CLASSES or word in OUTCOMES:
-        return word
-    raise src.error(
-        f'"{word}" is no failure class, signature id or outcome', suggest(word, [*FAILURE_CLASSES, *OUTCOMES])
     )
 
 

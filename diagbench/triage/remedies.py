@@ -29,6 +29,7 @@ __all__ = [
     "Remedy",
     "Scale",
     "builtin_files",
+    "failure_word",
     "load_catalogue",
     "parse_file",
     "select_remedies",
@@ -187,7 +188,7 @@ def _remedy(src: Src, server: str) -> Remedy:
     return Remedy(
         id=keys["id"].string("a remedy id"),
         server=server,
-        when=tuple(_failure_word(item) for item in keys["for"].items_or_one()),
+        when=tuple(failure_word(item) for item in keys["for"].items_or_one()),
         change=_change(keys["change"]),
         gives_up=keys["gives_up"].string() if "gives_up" in keys else "",
         cost=cost,
@@ -196,7 +197,8 @@ def _remedy(src: Src, server: str) -> Remedy:
     )
 
 
-def _failure_word(src: Src) -> str:
+def failure_word(src: Src) -> str:
+    """What a remedy or a debug set is `for`: a failure class, a signature id or an outcome."""
     word = src.string("a failure class, a signature id or an outcome")
     if "." in word or word in FAILURE_CLASSES or word in OUTCOMES:
         return word
