@@ -317,13 +317,13 @@ def _check_limits(node: yaml.Node, name: str, size: int, depth: int) -> None:
 MAX_YAML_BYTES = 256 << 10  # a spec, a pack or a remedies file is kilobytes (the largest pack: 13 KB)
 
 
-def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
+def load_document(path: Path, text: str | None = None, limit: int = MAX_YAML_BYTES) -> tuple[Src, str]:
     """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the
     text. The file is an input door: a regular file (a FIFO, a device or a folder is one
-    message, never a wait or an endless read) of at most MAX_YAML_BYTES."""
+    message, never a wait or an endless read) of at most `limit` bytes."""
     name = str(path)
     try:
-        text = read_input(path, MAX_YAML_BYTES).decode("utf-8") if text is None else text
+        text = read_input(path, limit).decode("utf-8") if text is None else text
     except FileNotFoundError:
         raise SpecError(name, None, "", "no such file", "check the path") from None
     except TooLarge as exc:
@@ -332,7 +332,7 @@ def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
             name,
             None,
             "",
-            f"{shown}: larger than the {MAX_YAML_BYTES >> 10} KiB a YAML file may be here",
+            f"{shown}: larger than the {limit >> 10} KiB a YAML file may be here",
             "is this the file you meant?",
         ) from None
     except Unsafe as exc:
@@ -341,8 +341,8 @@ def load_document(path: Path, text: str | None = None) -> tuple[Src, str]:
         raise SpecError(name, None, "", f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise SpecError(name, None, "", f"cannot be read: {exc.strerror}") from None
-    if len(text) > MAX_YAML_BYTES:
-        raise SpecError(name, None, "", f"larger than the {MAX_YAML_BYTES >> 10} KiB a YAML file may be here")
+    if len(text) > limit:
+        raise SpecError(name, None, "", f"larger than the {limit >> 10} KiB a YAML file may be here")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:

@@ -21,7 +21,9 @@ from pathlib import Path
 from diagbench.triage.remedies import REMEDY_SERVERS, Change, failure_word
 from diagbench.yamlsrc import Src, load_document, suggest
 
-__all__ = ["ANY", "DebugCatalogue", "DebugSet", "builtin_files", "load_sets"]
+__all__ = ["ANY", "MAX_FILE_BYTES", "DebugCatalogue", "DebugSet", "builtin_files", "load_sets"]
+
+MAX_FILE_BYTES = 1 << 20  # a debug-set file is kilobytes (the contract says at most 1 MiB)
 
 ANY = "any"  # a file for every server (a library's own variables)
 _FILE_KEYS = ("server", "description", "sets")
@@ -106,7 +108,7 @@ def load_sets(extra: Sequence[Path] = ()) -> DebugCatalogue:
 
 
 def parse_file(path: Path) -> list[DebugSet]:
-    root, _ = load_document(path)  # the inputs door: a regular file, bounded
+    root, _ = load_document(path, limit=MAX_FILE_BYTES)  # the inputs door: a regular file, bounded
     keys = root.mapping(_FILE_KEYS)
     if "server" not in keys:
         raise root.error("missing key 'server'", f"name the server these sets are for, or '{ANY}'")

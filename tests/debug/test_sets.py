@@ -147,7 +147,7 @@ def test_a_fifo_or_a_huge_file_is_refused_without_reading_it(tmp_path: Path) -> 
     huge = tmp_path / "huge.yaml"
     with huge.open("wb") as handle:
         handle.truncate(1 << 30)  # sparse: 1 GB that costs nothing on disk
-    with pytest.raises(SpecError, match="1,073,741,824 bytes: larger than the 256 KiB a YAML file may be here"):
+    with pytest.raises(SpecError, match="1,073,741,824 bytes: larger than the 1024 KiB a YAML file may be here"):
         load_sets([huge])
     with pytest.raises(SpecError, match="no such file"):
         load_sets([tmp_path / "missing.yaml"])
