@@ -6,15 +6,22 @@
                                                    ODD and how from RANKWORKER_ODD, RANKWORKER_HOW
 
 Every rank joins the process group and says so; then rank ODD (if any) does `how` instead of
-joining the warm-up all_reduce: `sleep` (never joins), `die` (exits 3 first), `spin` (every
-rank waits in all_reduce, nobody is odd: how=none).
+joining the warm-up all_reduce: `sleep` (never joins), `die` (exits 3 first).
+With RANKWORKER_BUSY=1 rank 0 also burns a core on a thread of its own (a host that spins
+while its ranks hang: the stall rule sees work, the spin rule sees the same waits).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
+
+
+def burn() -> None:
+    while True:
+        pass
 
 
 def work(rank: int, world: int, odd: int, how: str) -> None:
@@ -24,6 +31,8 @@ def work(rank: int, world: int, odd: int, how: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     tensor = torch.ones(4)
     print(f"[rank{rank}]: joined the group of {world}", flush=True)
+    if rank == 0 and os.environ.get("RANKWORKER_BUSY") == "1":
+        threading.Thread(target=burn, name="burner", daemon=True).start()
     if rank == odd and how == "sleep":
         time.sleep(3600)  # the rank that never joins
     if rank == odd and how == "die":

@@ -9,9 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from diagbench.launch.flight import ask_for_dumps, behind, behind_words, flight_env, read_dumps
 from diagbench.launch.hangranks import with_ranks
 from diagbench.launch.hangsite import summarise
 from diagbench.launch.process import ServerProcess, members
+from diagbench.launch.spin import SpinWatch, spin_rule
 from diagbench.launch.stacks import take_stacks
 from diagbench.launch.stall import StallWatch
 from diagbench.logs.decision import Decision
@@ -32,8 +34,10 @@ SITE_DIR = Path(__file__).resolve().parent / "faulthandler_site"
 
 
 def faulthandler_env(server: ServerSpec, folder: Path, inherited: str | None) -> dict[str, str]:
-    """The environment changes `server.stacks: faulthandler` asks for (recorded in env_changes):
-    diagbench's sitecustomize first on PYTHONPATH, and where it writes."""
+    """The environment changes `server.stacks: faulthandler` (or flight-recorder, launch/flight.py)
+    asks for (recorded in env_changes): diagbench's sitecustomize first on PYTHONPATH, and where it writes."""
+    if server.flight_recorder:
+        return flight_env(folder, SITE_DIR, inherited)
     if not server.faulthandler:
         return {}
     target = folder / STACKS_FOLDER / "faulthandler"
@@ -57,15 +61,36 @@ class HangCheck:
     def __init__(self, server: ServerSpec, pid: int, gpu_indices: Sequence[int], folder: Path, now: float):
         self.server, self.folder = server, folder
         self.stall = StallWatch(pid, server.stall, gpu_indices, now) if server.stall else None
+        self.spin = SpinWatch(pid, server.spin) if server.spin else None
+        self._next_spin = now + 1.0
         self.stalled_after_s: float | None = None
         self.hang: Hang | None = None
 
     def wakeup(self) -> float | None:
-        return self.stall.next_check if self.stall else None
+        wakes = [w for w in (self.stall.next_check if self.stall else None, self._spin_wakeup()) if w is not None]
+        return min(wakes) if wakes else None
+
+    def _spin_wakeup(self) -> float | None:
+        return self._next_spin if self.spin is not None else None
 
     def check(self, watch: Watch, log_bytes: int, now: float) -> None:
-        """End the watch as a stalled timeout once the tree has been quiet for `server.stall`."""
-        if self.stall is None or watch.decision is not None:
+        """End the watch as a stalled timeout once the tree has been quiet for `server.stall`,
+        or every rank has waited at the same frame for `server.spin`."""
+        if watch.decision is not None:
+            if self.spin is not None:
+                self.spin.stop()
+            return
+        if self.spin is not None and now >= self._next_spin:
+            self._next_spin = now + 1.0
+            spun = self.spin.spinning(now)
+            if spun is not None:
+                self.spin.stop()
+                self.stalled_after_s = round(spun[0], 3)
+                where = f" in {watch.phase}" if watch.phase else ""
+                reason = f"spinning {spun[0]:.0f}s{where}: {spun[1]}; {spin_rule(self.spin.spin_s)}"
+                watch.stop(Outcome.TIMEOUT, reason, now)
+                return
+        if self.stall is None:
             return
         quiet = self.stall.quiet_for(now, log_bytes)
         if quiet is None:
@@ -90,6 +115,8 @@ class HangCheck:
         """Stacks of every live process of the tree, before the first signal. `secrets` builds
         the redactor, asked for only when stacks are taken: a decision that wants none goes
         straight to its SIGTERM."""
+        if self.spin is not None:
+            self.spin.stop()
         if not self.wants_stacks(decision):
             return
         started = time.monotonic()
@@ -103,9 +130,26 @@ class HangCheck:
             return
         hang = summarise(taken, STACKS_FOLDER)
         if hang is not None:
-            hang = with_ranks(hang, taken)
+            hang = self._flight(with_ranks(hang, taken), len({s.rank.rank for s in taken if s.rank}))
             hang = replace(hang, taken_s=round(time.monotonic() - started, 3))
             self.hang = build(Hang, redactor.deep(dict(hang.to_json())))
+
+    def _flight(self, hang: Hang, ranks: int) -> Hang:
+        """With `server.stacks: flight-recorder`: each rank's dump asked for and read, the
+        ranks behind the others named (after the stacks: those are the tree as it hung)."""
+        if not self.server.flight_recorder:
+            return hang
+        try:
+            ask_for_dumps(self.folder, ranks)
+        except OSError as exc:
+            return replace(hang, notes=(*hang.notes, f"flight recorder: {exc}"))
+        dumps, notes = read_dumps(self.folder)
+        if not dumps:
+            notes.append("flight recorder: no rank dumped (torch.distributed not initialised, or no Python rank)")
+        found = behind(dumps)
+        said = behind_words(found)
+        words = "; ".join(w for w in (hang.words, said) if w) or None
+        return replace(hang, behind=tuple(found), words=words, notes=(*hang.notes, *notes))
 
     def recorded(self, record: AttemptRecord) -> AttemptRecord:
         """The record with its `stalled`, `stalled_after_s` and `hang`."""

@@ -43,6 +43,7 @@ __all__ = [
     "parse_faulthandler",
     "parse_pyspy",
     "pyspy_path",
+    "sample_threads",
     "take_stacks",
 ]
 
@@ -215,6 +216,16 @@ def _pyspy(pid: int, notes: list[str], redactor: Redactor) -> list[Thread]:
         why = ran.failure(PYSPY_TIMEOUT_S) if ran.error or ran.timed_out else _first_error(ran.err() or ran.out())
     notes.append(f"py-spy could not read this process ({redactor.log(why)}); ptrace refused? using what is readable")
     return []
+
+
+def sample_threads(pid: int, timeout_s: float = PYSPY_TIMEOUT_S) -> list[Thread]:
+    """One process's threads as `py-spy dump --native` reads them now, nothing written
+    (the spin rule's samples); [] where py-spy is missing or cannot attach."""
+    exe = pyspy_path()
+    if exe is None:
+        return []
+    ran = run_helper([exe, "dump", "--pid", str(pid), "--native"], timeout_s)
+    return parse_pyspy(ran.out()) if ran.ok else []
 
 
 def _first_error(text: str) -> str:

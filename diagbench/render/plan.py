@@ -137,6 +137,8 @@ def _stacks_words(stacks: str) -> str:
         "never": "not taken",
         "faulthandler": "every process of the tree, before teardown, on a timeout or stall; "
         "Python servers also dump their own on SIGUSR2 (faulthandler)",
+        "flight-recorder": "every process of the tree, before teardown, on a timeout or stall; "
+        "PyTorch's flight recorder armed and each rank's last collectives read (flight-recorder)",
     }
     return words.get(stacks, stacks)
 

@@ -23,6 +23,7 @@ from diagbench.spec.hypotheses import Expectation, Hypothesis, parse_expectation
 from diagbench.spec.matrix import Axis, Cell, parse_matrix
 from diagbench.spec.packs import assemble_signatures, parse_pack_names
 from diagbench.spec.ready import PriceLoad, Ready, ReadyRequest, parse_ready
+from diagbench.spec.stackskeys import STACKS_DEFAULT, STACKS_WHEN, parse_stacks, stacks_when
 from diagbench.yamlsrc import Src, load_document, suggest
 
 __all__ = [
@@ -64,9 +65,8 @@ _SERVER_KEYS = (
     "kind",
     "stall",
     "stacks",
+    "spin",
 )
-STACKS_DEFAULT = "on-timeout"
-STACKS_WHEN = ("on-timeout", "always", "never")
 T = TypeVar("T")
 F = TypeVar("F")
 # compile caches that carry kernels (and their autotune results) from one launch to the next
@@ -97,6 +97,13 @@ class ServerSpec:
     nodes: int = 1  # nodes one attempt spans (an executor that can place them: one process per node)
     faulthandler: bool = False  # Python servers dump their own stacks on SIGUSR2 (server.stacks: faulthandler)
     price: PriceLoad | None = None  # a short load sent once ready, before teardown (triage --price)
+    flight_recorder: bool = False  # PyTorch's flight recorder armed, each rank's dump read (stacks: flight-recorder)
+    spin: float | None = None  # every rank at the same waiting frame this long: a stall however busy the host
+
+    @property
+    def stacks_word(self) -> str:
+        """server.stacks as written: when, or the opt-in that also says on-timeout."""
+        return "faulthandler" if self.faulthandler else "flight-recorder" if self.flight_recorder else self.stacks
 
     @property
     def ready_rule(self) -> ReadyRule:
@@ -178,7 +185,8 @@ class Spec:
                 "nodes": s.nodes,
                 "kind": s.kind,
                 "stall_s": s.stall,
-                "stacks": "faulthandler" if s.faulthandler else s.stacks,
+                "stacks": s.stacks_word,
+                "spin_s": s.spin,
             },
             "gpus": self.gpus.to_json() if self.gpus else None,
             "matrix": {
@@ -280,26 +288,14 @@ def _parse_server(src: Src, base: Path) -> ServerSpec:
         kind=kind,
         ready_request=ready.request,
         stall=get("stall", Src.duration, None),
-        stacks=_stacks_when(get("stacks", _parse_stacks, STACKS_DEFAULT)),
+        stacks=stacks_when(get("stacks", parse_stacks, STACKS_DEFAULT)),
         nodes=get("nodes", _parse_nodes, 1),
-        faulthandler=get("stacks", _parse_stacks, "") == "faulthandler",
+        faulthandler=get("stacks", parse_stacks, "") == "faulthandler",
+        flight_recorder=get("stacks", parse_stacks, "") == "flight-recorder",
+        spin=get("spin", Src.duration, None),
     )
     src.sink.settle(mark)
     return server
-
-
-def _parse_stacks(src: Src) -> str:
-    """server.stacks: when stacks are taken (on-timeout, always, never), or faulthandler
-    (on timeout, and Python servers also dump their own stacks on a signal)."""
-    word = src.string()
-    if word not in (*STACKS_WHEN, "faulthandler"):
-        words = [*STACKS_WHEN, "faulthandler"]
-        raise src.error(f"expected one of {', '.join(words)}, got {word!r}", suggest(word, words))
-    return word
-
-
-def _stacks_when(word: str) -> str:
-    return STACKS_DEFAULT if word == "faulthandler" else word
 
 
 def _check_ready_condition(src: Src, signatures: list[Signature], kind: str | None) -> None:

@@ -196,8 +196,19 @@ def test_a_misspelt_stacks_word_in_the_spec_names_its_place(tmp_path: Path) -> N
     spec = write_spec(tmp_path, {"command": fake_command("hang"), "ready": NEVER, "stacks": "alwyas"})
     with pytest.raises(SpecError) as caught:
         load_spec(spec)
-    assert "server.stacks: expected one of on-timeout, always, never, faulthandler, got 'alwyas'" in str(caught.value)
+    words = "on-timeout, always, never, faulthandler, flight-recorder"
+    assert f"server.stacks: expected one of {words}, got 'alwyas'" in str(caught.value)
     assert "did you mean 'always'?" in str(caught.value)
+
+
+def test_flight_recorder_and_spin_are_read_from_the_spec(tmp_path: Path) -> None:
+    server = {"command": fake_command("hang"), "ready": NEVER, "stacks": "flight-recorder", "spin": "45s"}
+    spec = load_spec(write_spec(tmp_path, server))
+    assert spec.server.flight_recorder and not spec.server.faulthandler and spec.server.spin == 45.0
+    assert spec.server.stacks == "on-timeout" and spec.server.stacks_word == "flight-recorder"
+    spec_path = write_spec(tmp_path, {**server, "spin": "soon"})
+    with pytest.raises(SpecError, match=r"server\.spin"):
+        load_spec(spec_path)
 
 
 def test_a_hypothesis_can_name_the_hang_site(runs: Runs) -> None:

@@ -73,3 +73,34 @@ def test_torchrun_ranks_one_never_joins_the_all_reduce(runs: Runs, torch_python:
     assert record.stalled and record.outcome.value == "timeout"
     _check(runs, record.hang, world, odd, "RANK")
     assert "elastic" not in ((record.hang.site or "") if record.hang else "")
+
+
+def test_the_spin_rule_decides_a_hang_whose_host_stays_busy(runs: Runs, torch_python: Path) -> None:
+    """Rank 0 burns a core while both ranks hang: never a stall by CPU, a spin by stacks."""
+    server = _server([str(torch_python), str(WORKER), "spawn", "{port}", "2", "1"], {"RANKWORKER_BUSY": "1"})
+    record = runs.one({**server, "spin": "3s"})
+    assert record.outcome.value == "timeout" and record.stalled
+    assert record.reason.startswith("spinning "), record.reason
+    assert f"rank 0 at all_reduce (rankworker.py:{ALL_REDUCE_LINE}); rank 1 at time.sleep" in record.reason
+    assert "server.spin 3s" in record.reason
+    assert record.time_to_outcome_s is not None and record.time_to_outcome_s < 60
+    assert record.hang is not None and record.hang.odd_ranks == (1,)
+
+
+def test_the_flight_recorder_says_which_rank_is_behind_by_which_collective(runs: Runs, torch_python: Path) -> None:
+    record = runs.one(
+        {**_server([str(torch_python), str(WORKER), "spawn", "{port}", "2", "1"]), "stacks": "flight-recorder"}
+    )
+    assert record.stalled and record.hang is not None
+    assert record.env_changes["TORCH_FR_BUFFER_SIZE"] == "2000"
+    assert record.env_changes["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+    assert str(record.env_changes["TORCH_FR_DUMP_TEMP_FILE"]).endswith("/stacks/flight-recorder/rank_")
+    assert [(b.rank, b.last_seq, b.ahead_seq, b.collective) for b in record.hang.behind] == [
+        (1, 0, 1, "gloo:all_reduce")
+    ]
+    assert record.hang.words is not None and record.hang.words.endswith(
+        "flight recorder: rank 1 is behind in default_pg: its last collective #0, the others' #1 "
+        "(it never entered gloo:all_reduce)"
+    )
+    dumps = runs.last.run_dir.cells / record.attempt / "stacks" / "flight-recorder"
+    assert sorted(p.name for p in dumps.glob("rank_*")) == ["rank_0", "rank_1"]
