@@ -70,6 +70,7 @@ _COUNT = re.compile(r"[+-]?[0-9]{1,9}(?:\.[0-9]+)?")  # `#new-token: 5`: a count
 _PLACEHOLDER = re.compile(r"^\{\w+\}$")  # an args template's "{value}" is not a secret itself
 _BLANKED_QUERY = REDACTED + "&"  # `?token=<redacted>&n=1`: blanked by `text`, the parameters after it kept
 _NOT_A_SECRET = frozenset({"none", "null", "nil", "false", "true", "bearer", "basic", REDACTED.lower()})
+_ASSIGN = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s\"',;]+)")  # NAME=value in a setup line
 
 
 @dataclass(frozen=True)
@@ -332,8 +333,11 @@ def _flag_values(argv: Sequence[str]) -> Iterable[str]:
 
 
 def spec_redactor(spec: Spec) -> Redactor:
-    """What is secret in a spec: the values set by secret names or flags, in any of its cells."""
-    return server_redactor(spec.server, [c.env for c in spec.cells], [c.args for c in spec.cells])
+    """Secret values a spec sets by names or flags: in its cells, its executor's (`export HF_TOKEN=X`)."""
+    said = [s.value if isinstance(s.value, list) else [s.value] for s in spec.executor.settings.values()]
+    words = [w for ws in said for w in ws if isinstance(w, str)]
+    pairs = [{m[1]: m[2].strip("'\"")} for w in words for m in _ASSIGN.finditer(w)]
+    return server_redactor(spec.server, [*(c.env for c in spec.cells), *pairs], [*(c.args for c in spec.cells), words])
 
 
 def server_redactor(
