@@ -26,49 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from diagbench.execute.ray.node import NodeProcess
-from diagbench.logs.ranks import node_prefix
+from diagbench.execute.remote.nodes import Merge, rendezvous_env
 
-__all__ = ["rendezvous_env", "span_command"]
+__all__ = ["main"]
 
-LONG_LINE = 1 << 20  # a node's line longer than this is passed on in parts (memory stays flat)
 DRAIN_READS = 16  # after a node's process ended: reads of what it left in the pipe (each waits a moment)
 STOP_MARGIN_S = 1.0  # the nodes' grace is the span's, less this: they are stopped before the span is
 # the worker's own variables that a node must not take over: its node's own come from Ray there
 _NOT_PASSED = ("CUDA_VISIBLE_DEVICES", "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_")
-
-
-def span_command(python: str, nodes: int, gpus: int, grace: float, record: Path, argv: list[str]) -> list[str]:
-    """The command the worker launches in the server's place."""
-    options = ["--nodes", str(nodes), "--gpus", str(gpus), "--grace", f"{grace:g}", "--record", str(record)]
-    return [python, "-m", "diagbench.execute.ray.span", *options, "--", *argv]
-
-
-def rendezvous_env(node: int, nodes: int, master: str, port: int) -> dict[str, str]:
-    """What torchrun-style launchers read to find each other."""
-    return {"MASTER_ADDR": master, "MASTER_PORT": str(port), "NODE_RANK": str(node), "NNODES": str(nodes)}
-
-
-class _Merge:
-    """Every node's output into one stdout, whole lines at a time, each behind its node's prefix."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.out = sys.stdout.buffer
-
-    def feed(self, node: int, pending: bytes, data: bytes, final: bool) -> bytes:
-        """Write the complete lines of `pending + data`; what is left (a line not yet ended)."""
-        buf = pending + data
-        cut = buf.rfind(b"\n") + 1
-        if (final and buf[cut:]) or len(buf) - cut > LONG_LINE:
-            buf, cut = buf + b"\n", len(buf) + 1
-        if cut:
-            prefix = node_prefix(node)
-            lines = buf[:cut].split(b"\n")[:-1]
-            text = b"".join(prefix + line.replace(b"\r", b"\r" + prefix) + b"\n" for line in lines)
-            with self.lock:
-                self.out.write(text)
-                self.out.flush()
-        return buf[cut:]
 
 
 class _Span:
@@ -77,7 +42,7 @@ class _Span:
         self.stop = threading.Event()  # SIGTERM, or the first node's end
         self.first: int | None = None  # the node whose process ended first
         self.first_lock = threading.Lock()
-        self.merge = _Merge()
+        self.merge = Merge()
         self.actors: list[Any] = []
         self.places: list[dict[str, Any]] = []
         self.pids: list[int | None] = []

@@ -6,30 +6,23 @@ worker itself is killed."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import shlex
 import signal
 import socket
-import sys
 import threading
 from pathlib import Path
 
-from diagbench.errors import RecordError
-from diagbench.execute.ray.span import span_command
 from diagbench.execute.ray.watchdog import start_watchdog
+from diagbench.execute.remote.nodes import spanned as nodes_span
+from diagbench.execute.remote.nodes import with_nodes
 from diagbench.execute.remote.worker import Site
 from diagbench.execute.remote.worker import run_worker as run_remote
-from diagbench.records.parts import NodeExit
 from diagbench.records.record import AttemptRecord
-from diagbench.records.typed import build
 from diagbench.spec.load import ServerSpec
-from diagbench.vocab import Outcome
 
 __all__ = ["STOPPED_REASON", "STOP_FILE", "job_id_here", "run_worker"]
 
-NODES_FILE = "nodes.json"  # cells/<attempt>/nodes.json: each node's process, written by the span
 STOP_FILE = "stop"  # cells/<attempt>/stop: the controller asks the worker to tear down and record
 STOPPED_REASON = "stopped by diagbench's request to its Ray job (or SIGTERM from Ray's stop)"
 LOOK_EVERY_S = 0.2
@@ -71,44 +64,5 @@ def _watch_stop_file(path: Path, done: threading.Event) -> None:
 
 def spanned(server: ServerSpec, folder: Path) -> ServerSpec:
     """An attempt of several nodes: the span (execute/ray/span.py) launched in the server's place."""
-    if server.nodes <= 1:
-        return server
-    gpus, record = server.gpus or 0, folder.resolve() / NODES_FILE
-    if not server.shell:
-        command = span_command(sys.executable, server.nodes, gpus, server.grace, record, list(server.command))
-        return dataclasses.replace(server, command=tuple(command))
-    # a shell command: the cell's words follow the spec's, so they reach it as "$@"
-    inner = span_command(sys.executable, server.nodes, gpus, server.grace, record, ["/bin/sh", "-c"])
-    script = server.command[0] + ' "$@"'
-    text = f"exec {shlex.join(inner)} {shlex.quote(script)} sh"
-    return dataclasses.replace(server, command=(text,))
-
-
-def with_nodes(record: AttemptRecord, folder: Path) -> AttemptRecord:
-    """The nodes' processes in the record (and the command as the spec wrote it, not the span);
-    a crash is put on the node whose process ended first, the one the others followed."""
-    seen = _read_nodes(folder / NODES_FILE)
-    if seen is None:
-        return record
-    nodes, first = seen
-    command = record.command
-    if "--" in command and "diagbench.execute.ray.span" in command:
-        command = command[command.index("--") + 1 :]
-    record = dataclasses.replace(record, nodes=nodes, command=command)
-    if first is not None and record.outcome is Outcome.CRASHED:
-        node = nodes[first]
-        how = f"exit code {node.exit_code}" if node.exit_code is not None else f"signal {node.signal}"
-        reason = f"node {first}'s process ended first ({how}); the other nodes were stopped"
-        record = dataclasses.replace(record, reason=f"{reason}: {record.reason}" if record.reason else reason)
-    return record
-
-
-def _read_nodes(path: Path) -> tuple[tuple[NodeExit, ...], int | None] | None:
-    """The span's nodes.json; None if it wrote none (or wrote it wrong: then the record goes without)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        nodes = tuple(build(NodeExit, n, f"nodes[{i}].") for i, n in enumerate(data["nodes"]))
-    except (OSError, ValueError, KeyError, TypeError, RecordError):
-        return None
-    first = data.get("first")
-    return nodes, first if isinstance(first, int) and 0 <= first < len(nodes) else None
+    options = ["--nodes", str(server.nodes), "--gpus", str(server.gpus or 0), "--grace", f"{server.grace:g}"]
+    return nodes_span(server, folder, "diagbench.execute.ray.span", options)

@@ -47,6 +47,7 @@ class SlurmSettings:
     args: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
     python: str = sys.executable
+    nodes: int = 1  # server.nodes: the job holds this many nodes, one task on each (execute/slurm/span.py)
 
     @classmethod
     def of(cls, spec: ExecutorSpec, server: ServerSpec) -> SlurmSettings:
@@ -59,6 +60,7 @@ class SlurmSettings:
             args=spec.read(ARGS),
             setup=spec.read(SETUP),
             python=spec.read(PYTHON) or sys.executable,
+            nodes=max(1, int(getattr(server, "nodes", 1) or 1)),
         )
 
     def sbatch_options(self, with_gpus: bool = True, time: str | None = None) -> list[str]:
@@ -67,7 +69,9 @@ class SlurmSettings:
         if self.partition:
             options.append(f"--partition={self.partition}")
         if with_gpus and self.gpus > 0:
-            options.append(f"--gres=gpu:{self.gpus}")
+            options.append(f"--gres=gpu:{self.gpus}")  # per node
+        if with_gpus and self.nodes > 1:  # the probe job needs one node
+            options += [f"--nodes={self.nodes}", "--ntasks-per-node=1"]
         # a requeued job would launch the same attempt twice into one folder
         options.append("--no-requeue")
         return [*options, *self.args]

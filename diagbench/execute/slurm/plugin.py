@@ -28,6 +28,7 @@ class SlurmPlugin(PluginBase):
 
     kind: str = KIND
     on_this_host: bool = False
+    spans_nodes: bool = True  # sbatch --nodes=N, one srun step with a task per node (execute/slurm/span.py)
     keys: tuple[ExecutorKey, ...] = (PARTITION, ARGS, TIME, SETUP, PYTHON)
     options: tuple[ExecutorOption, ...] = (
         ExecutorOption("--slurm-partition", "partition", "P", "sbatch --partition for every attempt"),
