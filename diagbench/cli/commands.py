@@ -19,6 +19,7 @@ __all__ = ["COMMAND_MODULES", "LazyCommands", "registered_command"]
 
 # the command -> its module, diagbench/cli/MODULE.py (tests/cli/test_cli_conventions.py checks it)
 COMMAND_MODULES = {
+    "init": "init",
     "run": "run",
     "plan": "inspect",
     "report": "inspect",
@@ -29,6 +30,7 @@ COMMAND_MODULES = {
     "limit": "limit",
     "debug": "debug",
     "classify": "inspect",
+    "logs": "logs",
     "signatures": "inspect",
     "remedies": "triage",
     "cleanup": "cleanup",

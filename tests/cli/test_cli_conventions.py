@@ -55,7 +55,7 @@ PLACEHOLDERS = {
     "SPEC", "RUN", "RUN_A", "RUN_B", "LOG", "NAME", "CMD", "DIR", "ID", "N", "LIST", "FILE", "D", "P", "ARG",
     "AXIS=LABEL", "NAME=VALUE", "REGEX", "PATH", "PACK,...", "COMMAND",
     "AXIS=LABEL,...", "SPEC|CMD", "DEPS", "PKG==A..B", "OUTCOME[:CLASS]", "SERVER", "C", "ENV",
-    "OPT=LO..HI", "NAME=LO..HI", "URL",
+    "OPT=LO..HI", "NAME=LO..HI", "URL", "ATTEMPT",
 }  # fmt: skip
 
 

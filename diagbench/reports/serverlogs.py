@@ -1,0 +1,95 @@
+"""`diagbench logs RUN [ATTEMPT] [--tail N]`: a finished run's server logs, through the records'
+readers (a run folder walked without following a link) and the redaction of the secrets the run
+knows (`records.redact`, as every report blanks them), so a log read later shows none."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from io import BufferedReader
+from pathlib import Path
+
+from diagbench.errors import UserError
+from diagbench.records.redact import Redactor, run_redactor
+from diagbench.records.store import load_run
+from diagbench.safefiles.reading import open_regular
+
+__all__ = ["AttemptLog", "RunLogs", "log_lines", "logs_text", "run_logs"]
+
+CHUNK = 1 << 16  # bytes read at a time: a log of any size is streamed, never held whole
+
+
+@dataclass(frozen=True)
+class AttemptLog:
+    attempt: str
+    label: str  # how it ended (`failed:oom`), or why there is no record
+    path: Path
+
+
+@dataclass(frozen=True)
+class RunLogs:
+    logs: tuple[AttemptLog, ...]
+    redactor: Redactor
+
+
+def run_logs(run: Path, attempt: str | None) -> RunLogs:
+    """The attempts of `run` (ATTEMPT: the one named, by its folder name or a unique start of it,
+    `001` for the first), in the order they were planned."""
+    loaded = load_run(run)
+    labels = {r.attempt: r.label for r in loaded.records}
+    names = list(dict.fromkeys([*(a.attempt for a in loaded.manifest.attempts), *labels]))
+    every = [AttemptLog(n, labels.get(n, "no record"), loaded.path / "cells" / n / "server.log") for n in names]
+    if attempt is not None:
+        every = _named(every, attempt, run)
+    return RunLogs(tuple(every), run_redactor(loaded.manifest.spec_file))
+
+
+def _named(every: list[AttemptLog], attempt: str, run: Path) -> list[AttemptLog]:
+    exact = [a for a in every if a.attempt == attempt]
+    found = exact or [a for a in every if a.attempt.startswith(attempt)]
+    if len(found) == 1:
+        return found
+    there = ", ".join(a.attempt for a in every) or "none"
+    what = "names more than one" if found else "is not one"
+    raise UserError(f"{run}: attempt '{attempt}' {what} of this run's attempts ({there})")
+
+
+def log_lines(log: AttemptLog, redactor: Redactor, tail: int | None) -> Iterator[str]:
+    """The log's lines (the last `tail` of them), each blanked; none where the attempt never
+    launched (no server.log, or anything but a regular file)."""
+    try:
+        handle = open_regular(log.path)
+    except OSError:
+        return
+    with handle:
+        lines = _lines(handle)
+        for line in deque(lines, maxlen=tail) if tail is not None else lines:
+            yield redactor.log(line)
+
+
+def _lines(handle: BufferedReader) -> Iterator[str]:
+    rest = b""
+    while chunk := handle.read(CHUNK):
+        *whole, rest = (rest + chunk).split(b"\n")
+        yield from (w.decode("utf-8", errors="replace") + "\n" for w in whole)
+    if rest:
+        yield rest.decode("utf-8", errors="replace") + "\n"
+
+
+def logs_text(found: RunLogs, tail: int | None) -> Iterator[str]:
+    """What `logs` prints, in pieces of about CHUNK characters: each log under a header naming its
+    attempt and how it ended where there are several (as `tail` does), else the log alone."""
+    piece: list[str] = []
+    size = 0
+    for n, log in enumerate(found.logs):
+        if len(found.logs) > 1:
+            piece.append(f"{chr(10) if n else ''}==> {log.attempt} ({log.label}) <==\n")
+        for line in log_lines(log, found.redactor, tail):
+            piece.append(line)
+            size += len(line)
+            if size >= CHUNK:
+                yield "".join(piece)
+                piece, size = [], 0
+    if piece:
+        yield "".join(piece)
