@@ -32,6 +32,7 @@ WRITERS = {
     "launch/faulthandler_site/sitecustomize.py": "runs inside the server: its faulthandler dumps (file, line, function)",
     "execute/ray/probe.py": "a Ray cluster's hosts and GPU counts, for the driver to read",
     "execute/ray/span.py": "a node-spanning attempt's nodes: pids, exit codes, times",
+    "launch/flight.py": "an empty trigger file asking the ranks for their flight-recorder dumps",
     "execute/slurm/span.py": "a node-spanning attempt's nodes (pids, exit codes, times); its stdout is the log the watch blanks",
     "safefiles/folder.py": "the files door: bytes its callers (each listed here) hand it; a lock's pid",
     "launch/stacks.py": "stacks files, each through sink.document, written through the files door",
