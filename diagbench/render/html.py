@@ -20,7 +20,7 @@ from diagbench.records.record import AttemptRecord
 from diagbench.render.grid import Grid, GridCell, build_grid, spans
 from diagbench.render.hangs import hangs_html, outcome_words
 from diagbench.render.htmlkit import Html, breakable, el, page
-from diagbench.render.timeline import Scale, bar, scale_for
+from diagbench.render.timeline import Scale, bar, lanes, scale_for
 from diagbench.safefiles import open_regular
 from diagbench.vocab import Outcome
 
@@ -260,6 +260,7 @@ def _attempt_row(view: RunView, r: AttemptRecord, scale: Scale) -> Html:
             breakable(outcome_words(r, short=True), ":"),
             el("small", None, seconds),
         ),
+        lanes(r, scale),  # a hang across ranks: a lane per rank, in the summary's grid
     )
     return el("details", {"class": f"attempt o-{r.outcome.value}", "id": f"a-{r.attempt}"}, summary, _detail(view, r))
 

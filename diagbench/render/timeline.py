@@ -22,13 +22,16 @@ __all__ = [
     "MIN_WIDTH_PCT",
     "TRACK_PX",
     "Scale",
+    "LANE_HEIGHT",
     "Segment",
     "bar",
+    "lanes",
     "scale_for",
     "segments",
 ]
 
 BAR_HEIGHT = 20
+LANE_HEIGHT = 10  # a rank's lane under its attempt's bar
 TRACK_PX = 600  # about the narrowest a bar is drawn on a laptop: decides which labels are written in it
 CHAR_PX = 6.5
 MIN_WIDTH_PCT = 0.2  # a phase of a few milliseconds still shows
@@ -137,6 +140,42 @@ def bar(r: AttemptRecord, scale: Scale) -> Html:
             "aria-label": label,
         },
         pieces,
+    )
+
+
+def lanes(r: AttemptRecord, scale: Scale) -> list[Html]:
+    """A lane per rank of a hung launch of many ranks, three grid cells each (who, lane, where):
+    running from launch until the quiet window began, then waiting at its site up to the
+    decision; the odd ranks (not where the others wait) marked."""
+    hang = r.hang
+    if hang is None or not hang.ranks:
+        return []
+    decided = r.time_to_outcome_s or 0.0
+    quiet = max(0.0, decided - (r.stalled_after_s or 0.0)) if r.stalled else decided
+    out: list[Html] = []
+    for rank in hang.ranks:
+        odd = rank.rank in hang.odd_ranks
+        where = f"rank {rank.rank}" + (" is elsewhere" if odd else " waits") + f": {rank.site}"
+        pieces = [
+            _lane_piece(scale, 0.0, quiet, "run", f"rank {rank.rank} (pid {rank.pid}): 0 s → {quiet:.2f} s, running"),
+            _lane_piece(scale, quiet, decided, "wait", f"{where}, {quiet:.2f} s → {decided:.2f} s"),
+        ]
+        label = f"rank {rank.rank} lane, {'odd: ' if odd else ''}{rank.site}"
+        attrs = {"class": "lane odd" if odd else "lane", "width": "100%", "height": LANE_HEIGHT, "role": "img"}
+        out += [
+            el("span", {"class": "who lane-who"}, f"rank {rank.rank}"),
+            el("svg", {**attrs, "aria-label": label}, pieces),
+            el("span", {"class": "lane-site odd" if odd else "lane-site"}, ("elsewhere: " if odd else "") + rank.site),
+        ]
+    return out
+
+
+def _lane_piece(scale: Scale, start: float, end: float, kind: str, tip: str) -> Html:
+    x, width = scale.pct(start), round(max(MIN_WIDTH_PCT, scale.pct(end) - scale.pct(start)), 3)
+    return el(
+        "svg",
+        {"x": f"{x}%", "width": f"{width}%", "height": LANE_HEIGHT, "class": f"seg {kind}"},
+        el("rect", {"width": "100%", "height": LANE_HEIGHT}, el("title", None, tip)),
     )
 
 

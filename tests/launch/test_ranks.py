@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+from conftest import Runs
 
 from diagbench.launch.hangranks import with_ranks
 from diagbench.launch.hangsite import summarise, where
 from diagbench.launch.ranks import SPAWN_ORDER, ProcessInfo, Rank, assign_ranks, rank_from_env
 from diagbench.launch.stacks import ProcessStacks, Thread
 
+RANKFAKE = Path(__file__).resolve().parent.parent / "rankfake.py"
+_LINES = RANKFAKE.read_text().splitlines()
+LOCK_LINE = next(n for n, line in enumerate(_LINES, 1) if "the collective that never completes" in line)
+SLEEP_LINE = next(n for n, line in enumerate(_LINES, 1) if "never gets to the collective" in line)
 ALL_REDUCE = [
     "pthread_cond_wait (libc.so.6)",
     "c10d::Work::wait (libtorch_cpu.so)",
@@ -108,3 +117,19 @@ def test_a_rank_whose_stacks_were_not_read_is_listed_never_odd() -> None:
     taken = [_stacks(10, 1, ALL_REDUCE, 0), _stacks(11, 1, ALL_REDUCE, 1), _stacks(12, 1, [], 2)]
     hang = with_ranks(summarise(taken) or pytest.fail("no hang"), taken)
     assert hang.odd_ranks == () and [r.site for r in hang.ranks][2] == "(no stacks read)"
+
+
+def test_a_real_tree_of_ranks_without_torch_names_the_odd_rank(runs: Runs) -> None:
+    """Ranks from RANK in each child's environment; the parent's subprocess.wait is never the site."""
+    command = [sys.executable, str(RANKFAKE), "3", "1"]
+    record = runs.one({"command": command, "ready": {"log": "never ready"}, "timeout": "60s", "stall": "1.5s"})
+    assert record.stalled and record.hang is not None
+    assert record.hang.site == "threading.Lock.acquire in rankfake.py:collective"
+    assert record.hang.odd_ranks == (1,)
+    assert [(r.rank, r.source) for r in record.hang.ranks] == [(0, "RANK"), (1, "RANK"), (2, "RANK")]
+    assert record.hang.words == (
+        f"ranks 0 and 2 wait in threading.Lock.acquire (rankfake.py:{LOCK_LINE}); "
+        f"rank 1 is elsewhere: time.sleep (rankfake.py:{SLEEP_LINE})"
+    )
+    stacks = runs.last.run_dir.cells / record.attempt / "stacks" / f"{record.hang.ranks[1].pid}.txt"
+    assert "rank 1 of 3 (from RANK)" in stacks.read_text()

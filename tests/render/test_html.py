@@ -324,3 +324,44 @@ def test_the_committed_isolation_leads_with_its_culprit_and_steps():
         assert culprit in page and "target: failed:cuda_graph_capture (what the bad launch did)" in page
         assert tags.count("table", "steps") == 1 and page.count('class="badge v-') == len(isolation.steps)
         assert "6 of 6 attempt(s) recorded" in page and tags.count("svg", "bar") == 6
+
+
+def test_a_hang_across_ranks_draws_a_lane_per_rank_the_odd_one_marked():
+    from diagbench.records.parts import Hang, RankWait
+    from diagbench.render.timeline import Scale, lanes
+
+    ranks = (RankWait(0, 11, "all_reduce (w.py:22)"), RankWait(1, 12, "time.sleep (w.py:19)"))
+    hang = Hang(11, "python", "MainThread (11)", (), "all_reduce in w.py:work", ranks=ranks, odd_ranks=(1,))
+    r = AttemptRecord(
+        cell_id="a=1",
+        repeat=1,
+        attempt="001",
+        params={},
+        command=[],
+        env_changes={},
+        outcome="timeout",
+        time_to_outcome_s=10.0,
+        duration_s=11.0,
+        stalled=True,
+        stalled_after_s=4.0,
+        hang=hang,
+    )
+    page = Elements()
+    page.feed("".join(str(h) for h in lanes(r, Scale(10.0))))
+    svgs = [a for tag, a in page.tags if tag == "svg" and "lane" in (a.get("class") or "")]
+    assert [a["class"] for a in svgs] == ["lane", "lane odd"]
+    assert [a["aria-label"] for a in svgs] == [
+        "rank 0 lane, all_reduce (w.py:22)",
+        "rank 1 lane, odd: time.sleep (w.py:19)",
+    ]
+    pieces = [
+        (a["x"], a["width"], a["class"]) for tag, a in page.tags if tag == "svg" and "seg" in (a.get("class") or "")
+    ]
+    assert pieces[:2] == [("0.0%", "60.0%", "seg run"), ("60.0%", "40.0%", "seg wait")]  # quiet from 6 s to 10 s
+    assert (
+        lanes(
+            AttemptRecord(cell_id="a", repeat=1, attempt="2", params={}, command=[], env_changes={}, outcome="timeout"),
+            Scale(1),
+        )
+        == []
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,46 @@ def test_the_report_command_writes_the_same_page(real_run):
     done = run_cli("report", str(real_run), "--format", "html", timeout=60)
     assert done.returncode == 0
     assert done.stdout == (real_run / "report.html").read_text()
+
+
+@pytest.fixture(scope="module")
+def ranks_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A launch of three ranks (RANK in each child's environment) where rank 1 never gets to
+    the collective the others wait in: stalled, its stacks read by rank."""
+    folder = tmp_path_factory.mktemp("browser-ranks")
+    rankfake = Path(__file__).resolve().parent.parent / "rankfake.py"
+    command = [sys.executable, str(rankfake), "3", "1"]
+    server = {"command": command, "ready": {"log": "never ready"}, "timeout": "60s", "stall": "1.5s", "grace": "2s"}
+    spec = folder / "spec.yaml"
+    spec.write_text(json.dumps({"name": "ranks", "server": server, "matrix": {"only": {"env": "X", "values": ["x"]}}}))
+    done = run_cli("run", str(spec), "--runs-dir", str(folder / "runs"), timeout=120, cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr  # no expect: a timeout is an outcome, not a failure
+    return (folder / "runs" / "latest").resolve()
+
+
+LANES = """JSON.stringify({
+  lanes: [...document.querySelectorAll('svg.lane')].map(s => [s.getAttribute('class'), s.getAttribute('aria-label')]),
+  sites: [...document.querySelectorAll('.lane-site')].map(s => s.innerText),
+  laneWidth: document.querySelector('svg.lane').getBoundingClientRect().width,
+  barWidth: document.querySelector('svg.bar').getBoundingClientRect().width,
+  waitLeft: document.querySelector('svg.lane svg.seg.wait').getBoundingClientRect().left,
+  barLeft: document.querySelector('svg.bar').getBoundingClientRect().left,
+})"""
+
+
+def test_chromium_draws_a_lane_per_rank_under_the_hung_attempts_bar(chromium, ranks_run, tmp_path):
+    report = ranks_run / "report.html"
+    browser = Browser(tmp_path / "profile")
+    try:
+        page = browser.page(report.as_uri())
+        seen = json.loads(page.evaluate(LANES))
+        assert [c for c, _ in seen["lanes"]] == ["lane", "lane odd", "lane"]
+        assert seen["lanes"][1][1].startswith("rank 1 lane, odd: time.sleep (rankfake.py:")
+        assert seen["sites"][1].startswith("elsewhere: time.sleep")
+        assert all(s.startswith("threading.Lock.acquire (rankfake.py:") for s in (seen["sites"][0], seen["sites"][2]))
+        assert abs(seen["laneWidth"] - seen["barWidth"]) < 1  # the lanes share the bar's column and scale
+        assert seen["waitLeft"] > seen["barLeft"]  # the wait starts when the quiet window began, not at launch
+        assert page.problems() == []
+        assert page.requests() == [report.as_uri()]
+    finally:
+        browser.close()
