@@ -19,6 +19,8 @@ from diagbench.render.text import visible
 from diagbench.vocab import ExitCode, ReportFormat
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from diagbench.debug.record import Debug
     from diagbench.isolate.record import Isolation
     from diagbench.limit.record import Limit
@@ -29,10 +31,13 @@ if TYPE_CHECKING:
 __all__ = [
     "AppGroup",
     "app",
+    "be_quiet",
     "err",
     "guarded",
+    "live",
     "out",
     "output_cut_exit",
+    "say_note",
     "show",
     "write_out",
     "write_report",
@@ -68,6 +73,26 @@ app = typer.Typer(
 out = lazy_console("stdout")
 err = lazy_console("stderr")
 T = TypeVar("T")
+_QUIET: list[bool] = [False]  # --quiet given to this command (one command per process)
+
+
+def be_quiet(on: bool) -> None:
+    """--quiet (run, isolate, triage): no live progress and no notes; the final tables, warnings,
+    errors and the exit code as ever."""
+    _QUIET[0] = on
+
+
+def say_note(text: str) -> None:
+    """`diagbench: note: TEXT` on standard error, unless --quiet."""
+    if not _QUIET[0]:
+        err.print(f"diagbench: note: {text}", markup=False, highlight=False)
+
+
+def live(console: Console) -> Console:
+    """Where live progress goes: `console`, or with --quiet a console that prints nothing."""
+    from rich.console import Console
+
+    return Console(quiet=True) if _QUIET[0] else console
 
 
 def guarded(action: Callable[[], T]) -> T:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, show, write_run_html
+from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, show, write_run_html
 from diagbench.errors import UserError
 from diagbench.vocab import ExitCode, TextOrJson
 
@@ -57,6 +57,9 @@ def isolate(
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'isolate'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print isolation.json")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="only the final tables and the exit code (for CI logs)")
+    ] = False,
     good_deps: Annotated[
         str | None,
         typer.Option(
@@ -82,6 +85,7 @@ def isolate(
     ] = None,
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
+    be_quiet(quiet)
     from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.slots import lease_notes
     from diagbench.isolate.run import IsolateOptions, isolation_slots
@@ -106,13 +110,13 @@ def isolate(
         return
     if (envs_cache := getattr(problem.space, "envs", None)) is not None:
         guarded(envs_cache.check)  # a cache diagbench cannot trust to run programs from: said before any launch
-    console = err if as_json else out
+    console = live(err if as_json else out)
     console.print(render_factors(problem.space.factors, commands, width=console.width))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     options = IsolateOptions(runs_dir, run_id, repeat, parallel, request)
     slots = guarded(lambda: isolation_slots(problem, options))
     for note in slots.notes:
-        err.print(f"diagbench: note: {note}", markup=False)
+        say_note(note)
     for note in guarded(lambda: lease_notes(slots, no_gpu_leases)):
         err.print(f"diagbench: {note}", markup=False)
     options = dataclasses.replace(options, slots=slots)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out
+from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note
 from diagbench.cli.checks import check_launchable, check_writable, say_problems
 from diagbench.cli.conventions import EXIT_CODES, complete_only
 from diagbench.cli.executor_options import with_executor_options
@@ -77,6 +77,15 @@ def run(
         str | None,
         typer.Option(metavar="on-timeout|always|never", help="when the tree's stacks are taken (default on-timeout)"),
     ] = None,
+    failed: Annotated[
+        Path | None,
+        typer.Option(
+            "--failed", metavar="RUN", help="a new run of the cells that did not come up in RUN (its spec, or SPEC)"
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="only the final tables and the exit code (for CI logs)")
+    ] = False,
 ) -> None:
     """Run the matrix: launch every cell, decide each outcome live, judge the hypotheses."""
     from diagbench.execute.cancel import Cancel, stop_on_signals
@@ -90,7 +99,10 @@ def run(
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.spec.hangopts import with_hang_options
 
-    loaded_spec = guarded(lambda: with_hang_options(_spec_to_run(spec, resume), stall, stacks))
+    be_quiet(quiet)
+    loaded_spec = guarded(lambda: with_hang_options(_spec_to_run(spec, resume, failed), stall, stacks))
+    if failed is not None:
+        say_note(f"a new run of the {len(loaded_spec.cells)} cell(s) that did not come up in {failed}")
     for warning in command_warnings(loaded_spec):  # before any launch: the run would record wrong outcomes
         err.print(f"diagbench: warning: {warning}", markup=False, highlight=False)
     if run_id is not None:
@@ -104,7 +116,7 @@ def run(
     if resume is not None:
         _stop_if_finished(resume, loaded_spec)
     for note in guarded(lambda: check_decision_options(loaded_spec, flags.stop_when_decided, flags.fail_fast)):
-        err.print(f"diagbench: note: {note}", markup=False)
+        say_note(note)
     where = where or ExecutorSpec()
     slots = _slots(loaded_spec, where, resume, flags, gpus is not None)
     for note in guarded(lambda: lease_notes(slots, no_gpu_leases)):
@@ -127,7 +139,7 @@ def run(
     # is gone and every record, verdict and table is written (a second one hurries it)
     with stop_on_signals(cancel):
         _sweep_first(resume, runs_dir, cancel)
-        progress = Progress(out, timeout_s=loaded_spec.server.timeout)
+        progress = Progress(live(out), timeout_s=loaded_spec.server.timeout)
         try:
             result = guarded(lambda: execute(loaded_spec, options, progress, cancel))
         finally:
@@ -145,7 +157,7 @@ def _slots(spec: Spec, where: ExecutorSpec, resume: Path | None, flags: RunFlags
     notes = guarded(lambda: plugin.notes(spec, layers, where, flags.parallel, gpus_given))  # a cluster: no --gpus
     slots = guarded(lambda: plugin.slots(spec, None, flags.gpus, flags.parallel, 0))
     for note in [*slots.notes, *notes]:
-        err.print(f"diagbench: note: {note}", markup=False)
+        say_note(note)
     return slots
 
 
@@ -157,7 +169,7 @@ def _flags(given: RunFlags, resume: Path | None) -> RunFlags:
         return given
     flags, note = guarded(lambda: resumed_flags(resume, given))
     if note is not None:
-        err.print(f"diagbench: note: {note}", markup=False)
+        say_note(note)
     return flags
 
 
@@ -170,7 +182,7 @@ def _sweep_first(resume: Path | None, runs_dir: Path, cancel: Cancel) -> None:
     by = "diagbench run --resume" if resume else "diagbench run"
     sweep = sweep_saying_so(by, [resume.parent if resume else runs_dir], cancel.urgent)
     for line in describe_sweep(sweep):
-        err.print(f"diagbench: {line}", markup=False, highlight=False)
+        err.print(f"diagbench: {line}", markup=False, highlight=False)  # what it stopped: said even with --quiet
     if cancel.is_set():
         err.print("diagbench: interrupted before the run began: nothing was opened or launched", markup=False)
         raise typer.Exit(ExitCode.INTERRUPTED)
@@ -217,11 +229,17 @@ def _stop_if_finished(resume: Path, spec: Spec) -> None:
         raise typer.Exit(ExitCode.OK)
 
 
-def _spec_to_run(spec: Path | None, resume: Path | None) -> Spec:
-    """The spec given, or with --resume alone, the one the run recorded."""
+def _spec_to_run(spec: Path | None, resume: Path | None, failed: Path | None = None) -> Spec:
+    """The spec given, or with --resume alone, the one the run recorded; with --failed RUN, only
+    the cells that did not come up in RUN."""
+    from diagbench.execute.rerun import failed_spec
     from diagbench.execute.resume import recorded_spec
     from diagbench.spec.load import load_spec
 
+    if failed is not None:
+        if resume is not None:
+            raise UserError("--failed starts a new run and --resume finishes one: give one of them")
+        return failed_spec(failed, load_spec(spec) if spec is not None else recorded_spec(failed))
     if spec is not None:
         return load_spec(spec)
     if resume is not None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, show, write_run_html
+from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, show, write_run_html
 from diagbench.vocab import ExitCode, TextOrJson
 
 if TYPE_CHECKING:
@@ -51,6 +51,9 @@ def triage(
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'triage'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print triage.json")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="only the final tables and the exit code (for CI logs)")
+    ] = False,
     debug: Annotated[
         bool, typer.Option("--debug", help="first launch it once more with the debug settings its failure calls for")
     ] = False,
@@ -62,6 +65,7 @@ def triage(
     ] = False,
 ) -> None:
     """Launch a failing command, then the remedies known for its failure; recommend the cheapest that works."""
+    be_quiet(quiet)
     from diagbench.cli.isolate import _rules, _sweep_first
     from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.render.triage import TriageProgress
@@ -80,9 +84,9 @@ def triage(
         )
     slots = guarded(lambda: triage_slots(problem, options))
     for note in slots.notes:
-        err.print(f"diagbench: note: {note}", markup=False)
+        say_note(note)
     options = dataclasses.replace(options, slots=slots)
-    console = err if as_json else out
+    console = live(err if as_json else out)
     cancel = Cancel()
     # a signal stops the triage in order: running launches are torn down and recorded,
     # triage.json is written, and it exits 130 (a second signal hurries it)
