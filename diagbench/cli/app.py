@@ -19,8 +19,6 @@ from diagbench.render.text import visible
 from diagbench.vocab import ExitCode, ReportFormat
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from diagbench.debug.record import Debug
     from diagbench.isolate.record import Isolation
     from diagbench.limit.record import Limit
@@ -88,11 +86,11 @@ def say_note(text: str) -> None:
         err.print(f"diagbench: note: {text}", markup=False, highlight=False)
 
 
-def live(console: Console) -> Console:
+def live(console: T) -> T:
     """Where live progress goes: `console`, or with --quiet a console that prints nothing."""
-    from rich.console import Console
+    from diagbench.render.console import quiet_console
 
-    return Console(quiet=True) if _QUIET[0] else console
+    return quiet_console(console, _QUIET[0])
 
 
 def guarded(action: Callable[[], T]) -> T:

@@ -14,12 +14,21 @@ import errno
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["SafeStream", "cut_output", "drain", "lazy_console", "mark_cut", "stderr_console", "stdout_console"]
+__all__ = [
+    "SafeStream",
+    "cut_output",
+    "drain",
+    "lazy_console",
+    "mark_cut",
+    "quiet_console",
+    "stderr_console",
+    "stdout_console",
+]
 
 # what writing to a stream that is gone raises: OSError (EPIPE, EIO), ValueError (closed),
 # AttributeError (None: Python started with that descriptor closed, `diagbench run >&-`)
@@ -148,3 +157,13 @@ class _Lazy:
 def lazy_console(stream: str) -> Console:
     """`stdout_console()` or `stderr_console()`, made when first used."""
     return _Lazy(stream)  # type: ignore[return-value]  # a Console in all but its making
+
+
+C = TypeVar("C")
+
+
+def quiet_console(console: C, quiet: bool) -> C:
+    """`console`, or where `quiet` (--quiet) one that prints nothing, in its place."""
+    from rich.console import Console
+
+    return cast("C", Console(quiet=True)) if quiet else console

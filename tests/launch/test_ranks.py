@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from conftest import Runs
-
 from diagbench.launch.hangranks import with_ranks
 from diagbench.launch.hangsite import summarise, where
 from diagbench.launch.ranks import SPAWN_ORDER, ProcessInfo, Rank, assign_ranks, rank_from_env
