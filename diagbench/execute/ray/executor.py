@@ -20,7 +20,7 @@ from diagbench.execute.events import RunEvents
 from diagbench.execute.ray.client import RayClient, RayJob, RayRejected
 from diagbench.execute.ray.worker import STOP_FILE
 from diagbench.execute.remote.files import PROGRESS_FILE, JobFile
-from diagbench.execute.remote.follow import Follow
+from diagbench.execute.remote.follow import Follow, Gatekeeper
 from diagbench.execute.remote.follow import JobState as State
 from diagbench.execute.scheduler import Gate
 from diagbench.execute.slots import Slot
@@ -123,14 +123,13 @@ class RayExecutor:
     def __init__(
         self, spec: Spec, settings: RaySettings, run_dir: RunDir, gate: Gate | None, done: Sequence[AttemptRecord]
     ):
-        self.spec, self.settings, self.run_dir, self.gate = spec, settings, run_dir, gate
+        self.spec, self.settings, self.run_dir = spec, settings, run_dir
         self.client = RayClient(settings.address)
         self.board = RayBoard(self.client)
         self.secrets = settings.secrets()
         self.nonce = new_nonce()
-        self._lock = threading.Lock()
-        self._finished = list(done)
-        self._gate_asked: dict[str, int] = {}
+        self.keeper = Gatekeeper(gate, done)
+        self.still_matters = self.keeper.still_matters  # the gate, asked while a job waits or runs
         self.adoptable = self._running_jobs()
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
@@ -146,21 +145,7 @@ class RayExecutor:
         limit = self.spec.server.timeout + self.spec.server.grace + LIMIT_MARGIN_S
         queue = RayQueue(self.board, folder, self.secrets)
         follow = Follow(item, job_id, folder, queue, self.spec.server.grace, cancel, events, self.still_matters, limit)
-        record = self._placed(follow.until_record(), job_id)
-        with self._lock:
-            self._finished.append(record)
-        return record
-
-    def still_matters(self, item: PlannedAttempt) -> str | None:
-        """The scheduler's gate, asked again whenever a new record has come in."""
-        if self.gate is None:
-            return None
-        with self._lock:
-            if self._gate_asked.get(item.name) == len(self._finished):
-                return None
-            self._gate_asked[item.name] = len(self._finished)
-            records = list(self._finished)
-        return self.gate(item, records)
+        return self.keeper.finished(self._placed(follow.until_record(), job_id))
 
     def _placed(self, record: AttemptRecord, job_id: str) -> AttemptRecord:
         """The record names Ray's node (its id: two raylets on one host are two nodes) and the host."""

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -16,6 +17,7 @@ from diagbench.errors import RecordError
 from diagbench.execute.cancel import INTERRUPTED, Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.remote.files import PROGRESS_FILE, Progress
+from diagbench.execute.scheduler import Gate
 from diagbench.records.parts import Placement
 from diagbench.records.record import AttemptRecord, not_launched
 from diagbench.spec.plan import PlannedAttempt
@@ -28,6 +30,7 @@ __all__ = [
     "RECORD_LAG_S",
     "STOP_MARGIN_S",
     "Follow",
+    "Gatekeeper",
     "JobState",
     "Queue",
     "StillMatters",
@@ -40,6 +43,32 @@ RECORD_LAG_S = 10.0
 FINAL_STATE_WAIT_S = 15.0  # a job whose worker recorded a cancel: how long to wait for the scheduler's final word
 # a reason not to run this attempt any more, given the records so far (the scheduler's Gate)
 StillMatters = Callable[[PlannedAttempt], "str | None"]
+
+
+class Gatekeeper:
+    """A remote executor's records so far, and the scheduler's gate over them, asked again while a
+    job waits or runs only when a new record has come in: a reason to stop it, or None."""
+
+    def __init__(self, gate: Gate | None, done: Sequence[AttemptRecord]):
+        self.gate = gate
+        self._lock = threading.Lock()
+        self._finished = list(done)
+        self._asked: dict[str, int] = {}  # attempt -> how many records there were when last asked
+
+    def finished(self, record: AttemptRecord) -> AttemptRecord:
+        with self._lock:
+            self._finished.append(record)
+        return record
+
+    def still_matters(self, item: PlannedAttempt) -> str | None:
+        if self.gate is None:
+            return None
+        with self._lock:
+            if self._asked.get(item.name) == len(self._finished):
+                return None
+            self._asked[item.name] = len(self._finished)
+            records = list(self._finished)
+        return self.gate(item, records)
 
 
 class JobState(Protocol):

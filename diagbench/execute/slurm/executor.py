@@ -13,7 +13,7 @@ from pathlib import Path
 from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import RunEvents
 from diagbench.execute.remote.files import JOB_FILE, PROGRESS_FILE, JobFile
-from diagbench.execute.remote.follow import Follow
+from diagbench.execute.remote.follow import Follow, Gatekeeper
 from diagbench.execute.scheduler import Gate
 from diagbench.execute.slots import Slot
 from diagbench.execute.slurm import commands
@@ -48,26 +48,12 @@ class SlurmExecutor:
     ):
         self.spec, self.settings, self.run_dir = spec, settings, run_dir
         self.board = JobBoard()
-        self._lock = threading.Lock()
-        self._finished = list(done)
-        self.gate = gate
-        self._gate_asked: dict[str, int] = {}  # attempt -> how many records there were when last asked
+        self.keeper = Gatekeeper(gate, done)
+        self.still_matters = self.keeper.still_matters  # the gate, asked while a job waits or runs
         self.adoptable = _running_jobs_of(run_dir.path)
         self.turns = Turnstile([p.name for p in order])
         for name in self.adoptable:  # already in the queue: nobody waits for them
             self.turns.passed(name)
-
-    def still_matters(self, item: PlannedAttempt) -> str | None:
-        """The scheduler's gate, asked again while the job waits or runs, whenever a new
-        record has come in: a reason to stop it (no verdict can change), or None."""
-        if self.gate is None:
-            return None
-        with self._lock:
-            if self._gate_asked.get(item.name) == len(self._finished):
-                return None
-            self._gate_asked[item.name] = len(self._finished)
-            records = list(self._finished)
-        return self.gate(item, records)
 
     def run(self, item: PlannedAttempt, slot: Slot, cancel: Cancel, events: RunEvents) -> AttemptRecord:
         folder = self.run_dir.attempt_dir(item.name)
@@ -90,9 +76,7 @@ class SlurmExecutor:
             record = follow.until_record()
         finally:
             self.board.forget(job_id)
-        with self._lock:
-            self._finished.append(record)
-        return record
+        return self.keeper.finished(record)
 
     def _submit(self, item: PlannedAttempt, folder: Path) -> str:
         """Write the job's files, sbatch it, and note the job id beside them."""
