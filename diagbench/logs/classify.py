@@ -45,6 +45,8 @@ class Classification:
     ready: Evidence | None = None  # the ready line of a server that came up, then died
     interrupted: int | None = None  # a stop from outside (Ctrl-C, SIGTERM) that left it undecided
     bound_early: Evidence | None = None  # a listening line a model load came after (not readiness)
+    first_failed_rank: int | None = None  # a launch of many ranks: the rank that failed first
+    first_failed: str | None = None  # that rank's process in its prefix's words (`rank1`, `TP1`)
 
     @property
     def chain(self) -> str | None:
@@ -69,6 +71,7 @@ class Classification:
             "line": self.line,
             "phase": self.phase,
             "server": self.server,
+            "first_failed_rank": self.first_failed_rank,
         }
 
 
@@ -118,6 +121,8 @@ def _read_again(found: Classification, path: Path) -> Classification:
         cause=got.cause,
         ready=got.ready,
         interrupted=got.interrupted,
+        first_failed_rank=got.first_failed_rank,
+        first_failed=got.first_failed,
     )
 
 

@@ -22,9 +22,10 @@ from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from diagbench.logs.firstrank import first_failure, is_fallout, tag_launchers
 from diagbench.logs.lines import count_endings, read_blocks, split_lines
 from diagbench.logs.native import DEATHS, ENDING, PROMPT, STOPPED
-from diagbench.logs.rootcause import Cause, interrupted, read, root_of
+from diagbench.logs.rootcause import Cause, Causes, interrupted, read, root_of
 from diagbench.vocab import Evidence
 
 __all__ = [
@@ -74,9 +75,11 @@ class Reading:
     cause: Cause | None = None
     ready: Evidence | None = None  # the ready line of a server that came up, then died
     interrupted: int | None = None  # the line where a person pressed Ctrl-C: the log is read up to it
+    first_failed_rank: int | None = None  # in a launch of many ranks, the rank that failed first
+    first_failed: str | None = None  # that rank's process in its prefix's words (`rank1`, `TP1`)
 
 
-def causes_of(path: Path, upto: int | None = None, lines: int | None = None, size: int | None = None) -> list[Cause]:
+def causes_of(path: Path, upto: int | None = None, lines: int | None = None, size: int | None = None) -> Causes:
     """Every error in the log at `path`, in its lines up to `upto` (all when None), of their
     last TAIL bytes. `lines` and `size`: what a scan already read of it (its first `size`
     bytes hold `lines` lines), so the part wanted is found by a seek, not a second read."""
@@ -100,7 +103,9 @@ def causes_of(path: Path, upto: int | None = None, lines: int | None = None, siz
     texts = [raw.decode("utf-8", errors="replace") for raw in split_lines(data)]
     if upto is not None:
         texts = texts[: max(0, upto - first + 1)]
-    return read(texts, first, to_end=upto is None)
+    causes = read(texts, first, to_end=upto is None)
+    causes[:] = tag_launchers(texts, first, causes)
+    return causes
 
 
 def _opens_in_chain(data: bytes, at: int) -> bool:
@@ -131,8 +136,39 @@ def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:
 
 def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:
     """The reading with its root cause, and the last state of the log (`last_line`: its
-    number of lines)."""
-    return _in_capture(_refine(reading, causes, last_line))
+    number of lines). In a launch of many ranks the rank that failed first decides (firstrank.py)."""
+    return _in_capture(_by_first_rank(_refine(reading, causes, last_line), causes))
+
+
+def _by_first_rank(reading: Reading, causes: list[Cause]) -> Reading:
+    """A failed launch of many ranks: the first rank's error gives the class, the class the
+    other ranks' fallout was read as becomes secondary, and the rank is named."""
+    found = first_failure(causes, getattr(causes, "origins", 0)) if reading.outcome == "failed" else None
+    if found is None:
+        return reading
+    reading = replace(reading, first_failed_rank=found.rank, first_failed=found.who)
+    root = found.cause
+    if root is None or root == reading.cause:
+        return reading
+    if root.failure_class == reading.failure_class:
+        return replace(reading, cause=root)
+    if root.failure_class == "other" and not _elsewhere(reading.cause, found.who):
+        return reading  # the first rank's error, of no finer class than the watch read its line as
+    primary = reading.failure_class
+    secondary = tuple(c for c in (primary, *reading.secondary_classes) if c not in (None, "other", root.failure_class))
+    said = f"{root.type}: {root.message}" if root.message else root.type
+    return replace(
+        reading,
+        failure_class=root.failure_class,
+        secondary_classes=secondary,
+        cause=root,
+        evidence=Evidence(root.line_no, f"{found.who}: {said}"),
+    )
+
+
+def _elsewhere(cause: Cause | None, who: str) -> bool:
+    """Whether the error a reading followed is fallout or another rank's than `who`."""
+    return cause is None or is_fallout(cause) or cause.who not in (None, who)
 
 
 def _in_capture(reading: Reading) -> Reading:

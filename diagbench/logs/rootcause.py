@@ -1,10 +1,9 @@
 """The root-cause reader: every error a log reports, whatever server wrote it.
 
-Python tracebacks are found through the prefixes processes put before their lines (ranks,
-Ray's and vLLM's `(Name pid=N)`, timestamps, docker compose, glog, `> ` quotes; see
-`signatures.PREFIX`), and followed along their chain ("The above exception was the direct
-cause of the following exception", "During handling of the above exception, another
-exception occurred") to the root exception: its type and message. A traceback whose excerpt
+Python tracebacks are found through the prefixes before lines (ranks, `(Name pid=N)`, times,
+docker compose, glog, `> ` quotes; `signatures.PREFIX`; each rank's read apart), and followed
+along their chain ("The above exception was the direct cause ...", "During handling of the
+above exception ...") to the root exception: its type and message. A traceback whose excerpt
 starts in its middle still ends in its exception line, after an indented frame line.
 Native reports are read too (their patterns are in native.py): C++ (`terminate called after
 throwing an instance of`, `what():`), Rust (`panicked at`), Go (`panic:`, `fatal error:`, the
@@ -24,9 +23,10 @@ from dataclasses import dataclass, replace
 from diagbench.jsonvalue import JSON
 from diagbench.logs.causes import CAPTURE_FRAME, class_of, class_of_frame
 from diagbench.logs.native import ANSWERED, DEATHS, FATAL_RECORD, INTERRUPTED, LOGGED, MESSAGE_CHARS, WORDS, native
+from diagbench.logs.ranks import LineOrigin, text_origin
 from diagbench.logs.signatures import PREFIX
 
-__all__ = ["CUT", "LINE_CHARS", "Cause", "interrupted", "read", "root_of", "strip"]
+__all__ = ["CUT", "LINE_CHARS", "Cause", "Causes", "interrupted", "read", "root_of", "strip"]
 
 _PREFIX = re.compile("^" + PREFIX)
 # prefixes of loggers the packs' PREFIX does not name: `2023-05-30 17:19:25 | ERROR | stderr | `
@@ -92,6 +92,10 @@ class Cause:
     chain: tuple[str, ...] = ()  # the types the chain went through, root first
     handled: bool = False  # logged by a request's error handler or at warning level: the program went on
     fatal: bool = False  # logged as the death of a process or thread of the server (`X hit an exception:`)
+    rank: int | None = None  # the rank whose lines report it, where a prefix or a launcher says (logs/ranks.py)
+    who: str | None = None  # the process whose lines report it, in the prefix's words (`rank1`, `TP1`)
+    launcher: bool = False  # the rank is named by a launcher's report of it (torchrun's summary, mp.spawn's)
+    fallout: bool = False  # reported as another failure's consequence (a launcher's other failures)
 
     def to_json(self) -> dict[str, JSON]:
         """The record's and classify's `cause`."""
@@ -117,21 +121,54 @@ def strip(line: str) -> str:
         line = rest
 
 
-def read(lines: Sequence[str], first_line_no: int = 1, to_end: bool = False) -> list[Cause]:
-    """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end.
-    `to_end`: the lines run to the log's end, so a traceback they stop inside is its last word."""
-    state = _State(first_line_no)
+def read(lines: Sequence[str], first_line_no: int = 1, to_end: bool = False) -> Causes:
+    """Every error in `lines` (lines[0] is line `first_line_no`), in the order they end; `to_end`:
+    the lines run to the log's end. Each rank's or process's prefixed lines (logs/ranks.py) are
+    read apart, with the unprefixed lines that continue them, so tracebacks are not mixed."""
+    main = _State(first_line_no)
+    states: dict[str, tuple[LineOrigin, _State]] = {}
+    last, record = main, False
     for i, line in enumerate(lines):
         head = line[:LINE_CHARS]
+        origin, cut = text_origin(head)
+        if origin.key is not None:
+            entry = states.setdefault(origin.key, (origin, _State(first_line_no)))
+            last, record = entry[1], entry[0].record
+            head = head[cut:]
+        elif last is not main and not (record and not head.startswith("[")) and not _continues(last, head):
+            last = main
+        state = last
         if not state.in_tb and not _may_report(head):
             state.before = head
             continue  # most lines: no word any error needs, outside a traceback (changes no state)
         for part in _parts(head):
             state.take(strip(part), i, _GLOG.search(part) if "] " in part else None)
         state.before = head
-    state.cut(last=to_end)
+    out = Causes(_finish(main, to_end))
+    for origin, state in states.values():
+        ranked = origin.ranked
+        out += [replace(c, rank=origin.rank, who=origin.who) if ranked else c for c in _finish(state, to_end)]
+    out.sort(key=lambda c: c.line_no)
+    out.origins = sum(origin.ranked for origin, _ in states.values())
+    return out
+
+
+class Causes(list[Cause]):
+    origins: int = 0  # the errors a log reports, and how many ranks' prefixes its lines carry
+
+
+def _finish(state: _State, to_end: bool) -> list[Cause]:
+    state.cut(last=to_end)  # a traceback a process was printing when the log ended is kept
     state.close()
-    return sorted(state.out, key=lambda c: c.line_no)
+    return state.out
+
+
+def _continues(state: _State, line: str) -> bool:
+    """Whether an unprefixed line continues what a prefixed process was printing: its open
+    traceback, or the chain after its exception (a blank line, the chain's words)."""
+    if state.in_tb or state.chain_open:
+        return True
+    return bool(state.chain) and (not line.strip() or _CHAIN.match(strip(line).strip()) is not None)
 
 
 def _may_report(line: str) -> bool:
