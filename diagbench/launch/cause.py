@@ -30,12 +30,13 @@ def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptReco
     first = Reading("failed", record.failure_class, tuple(record.secondary_classes), record.evidence, record.phase)
     got = refine(first, causes, record.log_lines) if record.evidence else replace(first, cause=root_of(causes))
     if got.cause is None:
-        return record
+        return replace(record, first_failed_rank=got.first_failed_rank)
     if record.outcome is Outcome.CRASHED:  # it exited before ready: its class stays as the watch said
-        return replace(record, cause=RootCause.of(got.cause))
+        return replace(record, cause=RootCause.of(got.cause), first_failed_rank=got.first_failed_rank)
     return replace(
         record,
         failure_class=got.failure_class,
         secondary_classes=list(got.secondary_classes),
         cause=RootCause.of(got.cause),
+        first_failed_rank=got.first_failed_rank,
     )

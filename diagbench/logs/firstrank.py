@@ -27,7 +27,16 @@ from dataclasses import dataclass, replace
 
 from diagbench.logs.rootcause import Cause, root_of
 
-__all__ = ["FALLOUT", "FirstFailure", "first_failure", "is_fallout", "tag_launchers"]
+__all__ = [
+    "FALLOUT",
+    "FALLOUT_SETTLE_S",
+    "LAUNCHER_WORDS",
+    "FirstFailure",
+    "first_failure",
+    "is_fallout",
+    "tag_launchers",
+    "waits_for_first",
+]
 
 # what a rank reports when another rank died first. Sources: gloo transport/tcp/pair.cc ("Connection
 # closed by peer", "Read error [...]: Connection reset by peer", "Connection refused" on connect);
@@ -44,6 +53,12 @@ FALLOUT = re.compile(
     r"|ChildFailedError|ProcessRaisedException|SignalException|got signal: (?:Signals\.)?SIG(?:TERM|INT)"
     r"|Received sigquit from a child process|NCCL communicator was aborted"
 )
+# the lines that open a launcher's report of its ranks' failures (a cheap look at each line)
+LAUNCHER_WORDS = re.compile(r"Root Cause \(first observed failure\):|terminated with the following error:")
+# a failure line that is a rank's fallout: the watch waits FALLOUT_SETTLE_S for the first rank's own
+# error and the launcher's report (torchrun polls its workers every 0.1 s, stops the rest, then reports)
+_FALLOUT_BYTES = re.compile(FALLOUT.pattern.encode())
+FALLOUT_SETTLE_S = 3.0
 _SPAWN_ERROR = re.compile(r"-- Process (\d{1,6}) terminated with the following error:")
 _SPAWN_SIGNAL = re.compile(r"\bprocess (\d{1,6}) terminated with (?:signal|exit code)\b")
 _ROOT = "Root Cause (first observed failure):"
@@ -66,6 +81,12 @@ class FirstFailure:
 def is_fallout(cause: Cause) -> bool:
     """Whether an error is another failure's consequence (a lost peer, a launcher's summary)."""
     return cause.fallout or FALLOUT.search(f"{cause.type}: {cause.message} {' '.join(cause.chain)}") is not None
+
+
+def waits_for_first(line: bytes) -> bool:
+    """Whether a failure line is fallout of another rank's failure, so the watch waits for
+    that rank's own error (FALLOUT_SETTLE_S; the launch's exit ends the wait)."""
+    return _FALLOUT_BYTES.search(line) is not None
 
 
 def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | None:

@@ -22,10 +22,10 @@ from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from diagbench.logs.firstrank import first_failure, is_fallout, tag_launchers
+from diagbench.logs.firstrank import LAUNCHER_WORDS, first_failure, is_fallout, tag_launchers
 from diagbench.logs.lines import count_endings, read_blocks, split_lines
-from diagbench.logs.native import DEATHS, ENDING, PROMPT, STOPPED
-from diagbench.logs.rootcause import Cause, Causes, interrupted, read, root_of
+from diagbench.logs.native import DEATHS, ENDING, INTERRUPTED, PROMPT, STOPPED
+from diagbench.logs.rootcause import Cause, Causes, read, root_of
 from diagbench.vocab import Evidence
 
 __all__ = [
@@ -101,10 +101,14 @@ def causes_of(path: Path, upto: int | None = None, lines: int | None = None, siz
         if start and (lines is None or (upto is not None and upto < first)):
             data, first = _window(handle, upto)  # the wanted lines are earlier: count from the start
     texts = [raw.decode("utf-8", errors="replace") for raw in split_lines(data)]
-    if upto is not None:
-        texts = texts[: max(0, upto - first + 1)]
-    causes = read(texts, first, to_end=upto is None)
-    causes[:] = tag_launchers(texts, first, causes)
+    cut = len(texts) if upto is None else max(0, upto - first + 1)
+    causes = read(texts[:cut], first, to_end=upto is None)
+    causes[:] = tag_launchers(texts[:cut], first, causes)
+    if cut < len(texts) and any(LAUNCHER_WORDS.search(t) for t in texts[cut:]):
+        # a launcher's report after the lines read names the rank that failed first (torchrun's
+        # summary comes after every rank's fallout): its errors are read too
+        later = tag_launchers(texts[cut:], first + cut, read(texts[cut:], first + cut, to_end=True))
+        causes += [c for c in later if c.launcher]
     return causes
 
 
@@ -132,6 +136,12 @@ def _window(handle: io.BufferedReader, upto: int | None) -> tuple[bytes, int]:
         return b"", 1
     handle.seek(spans[0][0])
     return handle.read(offset - spans[0][0]), spans[0][2]
+
+
+def interrupted(cause: Cause) -> bool:
+    """A person's Ctrl-C: the terminal's ^C, or Python's KeyboardInterrupt (anywhere in its
+    chain: asyncio raises CancelledError under it)."""
+    return cause.type == INTERRUPTED or "KeyboardInterrupt" in (cause.type, *cause.chain)
 
 
 def refine(reading: Reading, causes: list[Cause], last_line: int = 0) -> Reading:

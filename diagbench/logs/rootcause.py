@@ -26,7 +26,7 @@ from diagbench.logs.native import ANSWERED, DEATHS, FATAL_RECORD, INTERRUPTED, L
 from diagbench.logs.ranks import LineOrigin, text_origin
 from diagbench.logs.signatures import PREFIX
 
-__all__ = ["CUT", "LINE_CHARS", "Cause", "Causes", "interrupted", "read", "root_of", "strip"]
+__all__ = ["CUT", "LINE_CHARS", "Cause", "Causes", "read", "root_of", "strip"]
 
 _PREFIX = re.compile("^" + PREFIX)
 # prefixes of loggers the packs' PREFIX does not name: `2023-05-30 17:19:25 | ERROR | stderr | `
@@ -144,6 +144,9 @@ def read(lines: Sequence[str], first_line_no: int = 1, to_end: bool = False) -> 
         for part in _parts(head):
             state.take(strip(part), i, _GLOG.search(part) if "] " in part else None)
         state.before = head
+        if states and state is main and ANSWERED.search(head):
+            for _, other in states.values():
+                other.lived_on(head)  # a request answered: no rank's traceback so far ended the server
     out = Causes(_finish(main, to_end))
     for origin, state in states.values():
         ranked = origin.ranked
@@ -374,12 +377,6 @@ def _close(chain: list[Cause], out: list[Cause], handled: bool = False, fatal: b
         )
     )
     chain.clear()
-
-
-def interrupted(cause: Cause) -> bool:
-    """A person's Ctrl-C: the terminal's ^C, or Python's KeyboardInterrupt (anywhere in its
-    chain: asyncio raises CancelledError under it)."""
-    return cause.type == INTERRUPTED or "KeyboardInterrupt" in (cause.type, *cause.chain)
 
 
 def root_of(causes: Sequence[Cause], start: int = 0, end: int | None = None) -> Cause | None:

@@ -18,6 +18,7 @@ from collections import deque
 
 from diagbench.logs.decision import Decision, PhaseChange, ReadyRule
 from diagbench.logs.events import EVIDENCE_CHARS, death_hit, evidence_of, is_event, signal_name
+from diagbench.logs.firstrank import FALLOUT_SETTLE_S, waits_for_first
 from diagbench.logs.scan import Hit
 from diagbench.logs.servers import Detector
 from diagbench.logs.signatures import PREFIX, Cause, Kind, Signature
@@ -272,8 +273,9 @@ class Watch:
             self._weak = hit
             self._recent_weak.append(hit)
         elif kind is Kind.FAILURE:
-            if self._window is None:
-                self._window = Window(now + self.settle_s, hit.line_no + self.settle_lines)
+            if self._window is None:  # a rank's fallout waits for the first rank's own error (firstrank.py)
+                settle = max(self.settle_s, FALLOUT_SETTLE_S) if waits_for_first(hit.line) else self.settle_s
+                self._window = Window(now + settle, hit.line_no + self.settle_lines)
             self._window.hits.append(hit)
             return hit.signature.settles
         return False

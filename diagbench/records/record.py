@@ -69,6 +69,7 @@ class AttemptRecord:
     phases: list[PhaseChange] = field(default_factory=list)  # every phase change, in order (the timeline)
     executor: Placement | None = None  # where it ran
     cause: RootCause | None = None  # the root cause the log reader followed
+    first_failed_rank: int | None = None  # a launch of many ranks: the rank that failed first (logs/firstrank.py)
     stalled: bool = False  # ended early by server.stall: no log line and no work for that long
     stalled_after_s: float | None = None  # the quiet seconds when the stall was decided
     hang: Hang | None = None  # where the tree waited; None unless stacks were taken

@@ -52,9 +52,11 @@ _STAMP = re.compile(r"^(L\d+: )\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own 
 
 
 def deciding_line(record: AttemptRecord) -> str:
+    """`L12: <the line> <- <its root cause>`; in a launch of many ranks, `rank 1 failed first: ` before it."""
+    first = f"rank {record.first_failed_rank} failed first: " if record.first_failed_rank is not None else ""
     if record.evidence:
-        return f"{_at(record.evidence.line_no)}{_clip(record.evidence.text)}{_because(record)}"
-    return record.reason + _because(record)
+        return f"{first}{_at(record.evidence.line_no)}{_clip(record.evidence.text)}{_because(record)}"
+    return first + record.reason + _because(record)
 
 
 def _because(record: AttemptRecord) -> str:

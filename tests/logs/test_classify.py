@@ -53,6 +53,7 @@ def test_cli_json_has_exactly_the_contract_keys() -> None:
         "cause",
         "chain",
         "ready_line",
+        "first_failed_rank",
     }
     assert data["line"].startswith("Exception: Capture cuda graph failed: CUDA error: out of memory")
     assert data["signature"] == "sglang.capture_failed"
