@@ -186,3 +186,26 @@ def test_every_link_of_the_readme_leads_to_a_file_of_the_repository() -> None:
 
 def test_the_readme_fits_on_a_few_screens() -> None:
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+# -- the commands reference is complete ---------------------------------------------------
+
+
+def test_every_command_and_option_of_help_is_in_the_commands_reference() -> None:
+    import typer
+
+    from diagbench.cli.app import app
+
+    group = typer.main.get_command(app)
+    text = (ROOT / "docs" / "reference" / "commands.md").read_text()
+    missing = []
+    for name, command in group.commands.items():  # type: ignore[attr-defined]  # a click group
+        if command.hidden:
+            continue
+        if f"diagbench {name}" not in text:
+            missing.append(f"diagbench {name}")
+        for param in command.params:
+            names = [o for o in (*param.opts, *param.secondary_opts) if o.startswith("--") and o != "--help"]
+            if param.param_type_name == "option" and names and not any(n in text for n in names):
+                missing.append(f"diagbench {name} {names[0]}")
+    assert not missing, f"docs/reference/commands.md does not name: {', '.join(missing)}"
