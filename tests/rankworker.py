@@ -7,6 +7,8 @@
 
 Every rank joins the process group and says so; then rank ODD (if any) does `how` instead of
 joining the warm-up all_reduce: `sleep` (never joins), `die` (exits 3 first).
+RANKWORKER_DEVICE=cuda puts the tensor on the rank's GPU (cuda:<local rank> modulo the GPUs
+seen: gloo's CUDA all_reduce on one GPU too), RANKWORKER_BACKEND=nccl uses NCCL (one GPU a rank).
 With RANKWORKER_BUSY=1 rank 0 also burns a core on a thread of its own (a host that spins
 while its ranks hang: the stall rule sees work, the spin rule sees the same waits).
 """
@@ -28,8 +30,13 @@ def work(rank: int, world: int, odd: int, how: str) -> None:
     import torch
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    backend = os.environ.get("RANKWORKER_BACKEND", "gloo")
+    dist.init_process_group(backend, rank=rank, world_size=world)
     tensor = torch.ones(4)
+    if os.environ.get("RANKWORKER_DEVICE") == "cuda" or backend == "nccl":
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        torch.cuda.set_device(local % torch.cuda.device_count())
+        tensor = tensor.cuda()
     print(f"[rank{rank}]: joined the group of {world}", flush=True)
     if rank == 0 and os.environ.get("RANKWORKER_BUSY") == "1":
         threading.Thread(target=burn, name="burner", daemon=True).start()

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from conftest import Runs
+from conftest import Runs, wait_until
 from diagbench.launch.hangranks import with_ranks
 from diagbench.launch.hangsite import summarise, where
 from diagbench.launch.ranks import SPAWN_ORDER, ProcessInfo, Rank, assign_ranks, rank_from_env
+from diagbench.launch.spin import SpinWatch
 from diagbench.launch.stacks import ProcessStacks, Thread
 
 RANKFAKE = Path(__file__).resolve().parent.parent / "rankfake.py"
@@ -132,3 +136,50 @@ def test_a_real_tree_of_ranks_without_torch_names_the_odd_rank(runs: Runs) -> No
     )
     stacks = runs.last.run_dir.cells / record.attempt / "stacks" / f"{record.hang.ranks[1].pid}.txt"
     assert "rank 1 of 3 (from RANK)" in stacks.read_text()
+
+
+def _tree_of_ranks(world: int) -> subprocess.Popen[bytes]:
+    """A real parent with `world` children that carry RANK (they only sleep: the frames are the test's)."""
+    code = (
+        "import os, subprocess, sys, time\n"
+        f"kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+        f"env={{**os.environ, 'RANK': str(r)}}) for r in range({world})]\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    wait_until(lambda: len(psutil.Process(parent.pid).children()) == world, 10, "the ranks to start")
+    return parent
+
+
+@pytest.mark.parametrize(
+    ("frames", "spins"),
+    [
+        (ALL_REDUCE, True),
+        (
+            [
+                "pthread_cond_wait (libc.so.6)",
+                "_find_and_load (<frozen importlib._bootstrap>:1176)",
+                "work (worker.py:3)",
+            ],
+            False,
+        ),
+        (["compute (worker.py:40)"], False),
+    ],
+)
+def test_the_spin_rule_needs_every_rank_at_the_same_wait_in_the_programs_code(frames: list[str], spins: bool) -> None:
+    parent = _tree_of_ranks(2)
+    try:
+        thread = Thread(1, "MainThread", "idle", tuple(frames), "py-spy")
+        watch = SpinWatch(parent.pid, 0.3, sample=lambda pid: [thread], every=0.05)
+        time.sleep(0.8)
+        found = watch.spinning(time.monotonic())
+        watch.stop()
+        if spins:
+            assert found is not None and found[0] >= 0.3
+            assert found[1] == "rank 0 at all_reduce (worker.py:22); rank 1 at all_reduce (worker.py:22)"
+        else:
+            assert found is None  # an import, or a frame that names no wait, is never a spin
+    finally:
+        for proc in [*psutil.Process(parent.pid).children(), parent]:
+            proc.kill()
+        parent.wait()
