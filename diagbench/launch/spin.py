@@ -48,7 +48,11 @@ class SpinWatch:
     wake-ups, whether the same waits have held for `spin_s`, and in which words."""
 
     def __init__(
-        self, pid: int, spin_s: float, sample: Callable[[int], list[Thread]] | None = None, every: float = SAMPLE_EVERY_S
+        self,
+        pid: int,
+        spin_s: float,
+        sample: Callable[[int], list[Thread]] | None = None,
+        every: float = SAMPLE_EVERY_S,
     ):
         self.pid, self.spin_s, self.every = pid, spin_s, every
         self._sample = sample or (lambda p: sample_threads(p, SAMPLE_TIMEOUT_S))

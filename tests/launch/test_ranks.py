@@ -180,6 +180,7 @@ def test_the_spin_rule_needs_every_rank_at_the_same_wait_in_the_programs_code(fr
         else:
             assert found is None  # an import, or a frame that names no wait, is never a spin
     finally:
-        for proc in [*psutil.Process(parent.pid).children(), parent]:
-            proc.kill()
+        for child in psutil.Process(parent.pid).children():
+            child.kill()
+        parent.kill()
         parent.wait()
