@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagbench.launch.process import die_with_parent
+from diagbench.launch.process import die_with_parent, pidfd
 
 __all__ = ["DRAIN_S", "HELPER_VAR", "OUTPUT_LIMIT", "Ran", "run_helper"]
 
@@ -126,7 +126,7 @@ class _Reader:
         if child.stdin is not None:
             os.set_blocking(child.stdin.fileno(), False)
             self.sel.register(child.stdin.fileno(), selectors.EVENT_WRITE, "in")
-        self.exit_fd = _pidfd(child.pid)
+        self.exit_fd = pidfd(child.pid)
         if self.exit_fd is not None:
             self.sel.register(self.exit_fd, selectors.EVENT_READ, "exit")
 
@@ -237,14 +237,3 @@ def _tagged(tag: str) -> list[int]:
                     if marker in handle.read() + b"\0":
                         found.append(int(name))
     return found
-
-
-def _pidfd(pid: int) -> int | None:
-    """A descriptor readable once `pid` exits (Linux 5.3+); None elsewhere (then polled)."""
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        return int(opener(pid))
-    except OSError:
-        return None

@@ -45,6 +45,7 @@ __all__ = [
     "Teardown",
     "die_with_parent",
     "members",
+    "pidfd",
     "process_group",
     "stop_processes",
     "stop_tree",
@@ -100,7 +101,7 @@ class ServerProcess:
         assert self.popen.stdout is not None
         self.pipe = self.popen.stdout.fileno()
         os.set_blocking(self.pipe, False)
-        self.exit_fd = _pidfd(self.popen.pid)
+        self.exit_fd = pidfd(self.popen.pid)
 
     @property
     def pid(self) -> int:
@@ -164,8 +165,8 @@ def die_with_parent() -> Callable[[], None] | None:
     return child
 
 
-def _pidfd(pid: int) -> int | None:
-    """A descriptor that polls readable when `pid` exits (Linux 5.3+); None elsewhere."""
+def pidfd(pid: int) -> int | None:
+    """A descriptor that polls readable when `pid` exits (Linux 5.3+); None elsewhere (then polled)."""
     opener = getattr(os, "pidfd_open", None)
     if opener is None:
         return None
