@@ -10,7 +10,9 @@ writes to /dev/null). Ratio = grep's time / diagbench's: 1.00 or more is as fast
 The pure-`re` engine (`--engine re`) is what a platform without hyperscan gets.
 
 startup: `python -c pass`, `diagbench --help`, and `classify --json` of a ten-line log.
-Times are the best of several runs (wall clock), CPU time (user + system) beside them.
+Times are medians of rounds in which the commands take turns (wall clock), CPU time
+(user + system) beside them; diagbench gets a cache folder of its own (other jobs on the
+machine never evict its compiled database mid-run). Figures go to benchmarks/results/scan.json.
 
 phases: the scanner in 64 KB reads, as `run` scans a live log (every phase change kept, for
 the record's timeline) beside the scan that keeps only the last phase line before each
@@ -23,14 +25,17 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from common import ROOT
+from common import ROOT, machine, record
 from diagbench.logs.lines import LineSplitter
 from diagbench.logs.scan import Scanner
 from diagbench.logs.signatures import Signature, builtin_packs, load_packs
@@ -64,20 +69,43 @@ def grep_pattern(sig: Signature) -> str:
     return "".join(out)
 
 
-def timed(argv: Sequence[str], runs: int, env: dict[str, str] | None = None) -> tuple[float, float, str, int]:
-    """Best wall time and CPU time (user + system) of `runs` runs, the output, the peak RSS."""
-    best_wall = best_cpu = float("inf")
-    output, peak = "", 0
-    for _ in range(runs):
+@dataclass
+class Runs:
+    """One command's runs: wall and CPU seconds (user + system) of each, its output, peak RSS."""
+
+    argv: Sequence[str]
+    env: dict[str, str]
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+    output: str = ""
+    peak: int = 0
+
+    def once(self) -> None:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env or ENV, cwd=HOME)
+        proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=self.env, cwd=HOME)
         out = proc.stdout.read() if proc.stdout else b""  # a pipe: grep must not see /dev/null
         _, _, usage = os.wait4(proc.pid, 0)
         proc.returncode = 0  # reaped by wait4
-        wall = time.perf_counter() - start
-        best_wall, best_cpu = min(best_wall, wall), min(best_cpu, usage.ru_utime + usage.ru_stime)
-        output, peak = out.decode(), max(peak, usage.ru_maxrss * 1024)
-    return best_wall, best_cpu, output, peak
+        self.walls.append(time.perf_counter() - start)
+        self.cpus.append(usage.ru_utime + usage.ru_stime)
+        self.output, self.peak = out.decode(), max(self.peak, usage.ru_maxrss * 1024)
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus)
+
+
+def interleaved(commands: Sequence[Runs], rounds: int) -> None:
+    """Each command once a round, the order turned each round, so that what else runs on the
+    machine falls on all of them alike."""
+    for round_no in range(rounds):
+        shift = round_no % len(commands)
+        for runs in [*commands[shift:], *commands[:shift]]:
+            runs.once()
 
 
 def warm(path: Path) -> None:
@@ -88,60 +116,100 @@ def warm(path: Path) -> None:
             pass
 
 
-def bench_scan(megabytes: int, runs: int = 5) -> None:
+def private_cache(tmp: Path) -> dict[str, str]:
+    """diagbench's environment with a cache of its own: other jobs' runs on the machine never
+    evict its parsed packs and compiled database between the timed runs."""
+    cache = tmp / "cache"
+    cache.mkdir(mode=0o700)
+    return {**ENV, "XDG_CACHE_HOME": str(cache)}
+
+
+def bench_scan(megabytes: int, runs: int = 7) -> dict[str, Any]:
     sigs = load_packs(builtin_packs(), ROOT)
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "server.log"
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        log = tmp / "server.log"
         generate(log, megabytes)
         size = log.stat().st_size / (1 << 20)
-        patterns = Path(tmp) / "patterns"
+        patterns = tmp / "patterns"
         patterns.write_text("\n".join(grep_pattern(s) for s in sigs) + "\n")
         warm(log)
-        cold, _, _, _ = timed([*DIAGBENCH, "classify", "--json", str(log)], 1)  # may compile and cache the database
-        grep_env = {**ENV, "LC_ALL": "C"}
-        rows = [
-            (
-                "GNU grep -E -c -f (LC_ALL=C)",
-                *timed(["grep", "-E", "-c", "-f", str(patterns), str(log)], runs, grep_env),
-            )
-        ]
-        rows.append(("diagbench classify --json", *timed([*DIAGBENCH, "classify", "--json", str(log)], runs)))
-        rows.append(
-            (
-                "  ... --engine re (no hyperscan)",
-                *timed([*DIAGBENCH, "classify", "--json", "--engine", "re", str(log)], 1),
-            )
-        )
-    print(f"\n== classify vs grep: {size:.0f} MB realistic log, {len(sigs)} signatures, end to end as processes")
-    grep_wall = rows[0][1]
-    for name, wall, cpu, output, peak in rows:
+        env = private_cache(tmp)
+        cold = Runs([*DIAGBENCH, "classify", "--json", str(log)], env)
+        cold.once()  # compiles and caches the signature database
+        grep = Runs(["grep", "-E", "-c", "-f", str(patterns), str(log)], {**ENV, "LC_ALL": "C"})
+        this = Runs([*DIAGBENCH, "classify", "--json", str(log)], env)
+        load_before = os.getloadavg()[0]
+        interleaved([grep, this], runs)
+        slow = Runs([*DIAGBENCH, "classify", "--json", "--engine", "re", str(log)], env)
+        slow.once()
+        load_after = os.getloadavg()[0]
+    print(
+        f"\n== classify vs grep: {size:.0f} MB realistic log, {len(sigs)} signatures, end to end as processes "
+        f"({runs} interleaved rounds, medians; load {load_before:.1f} -> {load_after:.1f} on {os.cpu_count()} CPUs)"
+    )
+    rows = [("GNU grep -E -c -f (LC_ALL=C)", grep), ("diagbench classify --json", this)]
+    rows.append(("  ... --engine re (no hyperscan)", slow))
+    for name, got in rows:
         print(
-            f"  {name:34} {wall:6.2f} s  {size / wall:6.0f} MB/s  cpu {cpu:5.2f} s  "
-            f"peak RSS {peak / (1 << 20):4.0f} MB   grep/this {grep_wall / wall:5.2f}"
+            f"  {name:34} {got.wall:6.2f} s  {size / got.wall:6.0f} MB/s  cpu {got.cpu:5.2f} s  "
+            f"peak RSS {got.peak / (1 << 20):4.0f} MB   grep/this: wall {grep.wall / got.wall:5.2f}, "
+            f"cpu {grep.cpu / got.cpu:5.2f}"
         )
         if name.startswith(("diagbench", "  ...")):
-            got = json.loads(output)
-            assert (got["outcome"], got["failure_class"]) == ("failed", "cuda_graph_capture"), got
+            answer = json.loads(got.output)
+            assert (answer["outcome"], answer["failure_class"]) == ("failed", "cuda_graph_capture"), answer
         else:
-            assert int(output) > 0, output
-    print(f"  (the first classify, which compiled and cached the signature database: {cold:.2f} s)")
+            assert int(got.output) > 0, got.output
+    print(f"  (the first classify, which compiled and cached the signature database: {cold.wall:.2f} s)")
+    return {
+        "megabytes": round(size),
+        "signatures": len(sigs),
+        "rounds": runs,
+        "load": [load_before, load_after],
+        "grep": {"wall_s": grep.wall, "cpu_s": grep.cpu, "mb_s": size / grep.wall},
+        "classify": {"wall_s": this.wall, "cpu_s": this.cpu, "mb_s": size / this.wall, "peak_mb": this.peak >> 20},
+        "classify_re": {"wall_s": slow.wall, "mb_s": size / slow.wall},
+        "ratio_wall": grep.wall / this.wall,
+        "ratio_cpu": grep.cpu / this.cpu,
+    }
 
 
-def bench_startup(runs: int = 15) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        tiny = Path(tmp) / "tiny.log"
+TYPER_PATH = "import sys; from diagbench.cli.app import app; sys.argv[0] = 'diagbench'; app()"
+
+
+def bench_startup(runs: int = 15) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        tiny = tmp / "tiny.log"
         tiny.write_text("INFO: loading\n" * 9 + "The server is fired up and ready to roll!\n")
-        timed([*DIAGBENCH, "classify", "--json", str(tiny)], 1)  # the caches
+        env = private_cache(tmp)
+        Runs([*DIAGBENCH, "classify", "--json", str(tiny)], env).once()  # the caches
         rows = [
-            ("python -c pass", *timed([sys.executable, "-c", "pass"], runs)),
-            ("diagbench --help", *timed([*DIAGBENCH, "--help"], runs)),
-            ("diagbench classify --json (10 lines)", *timed([*DIAGBENCH, "classify", "--json", str(tiny)], runs)),
+            ("python -c pass", Runs([sys.executable, "-c", "pass"], env)),
+            ("diagbench --help", Runs([*DIAGBENCH, "--help"], env)),
+            ("diagbench classify --json (10 lines)", Runs([*DIAGBENCH, "classify", "--json", str(tiny)], env)),
+            (
+                "  ... through typer, as before",
+                Runs([sys.executable, "-c", TYPER_PATH, "classify", "--json", str(tiny)], env),
+            ),
         ]
-    print(f"\n== start-up (best of {runs})")
+        load_before = os.getloadavg()[0]
+        interleaved([r for _, r in rows], runs)
+        load_after = os.getloadavg()[0]
+    print(f"\n== start-up ({runs} interleaved rounds, medians; load {load_before:.1f} -> {load_after:.1f})")
     base = rows[0][1]
-    for name, wall, cpu, _, _ in rows:
-        extra = f"  (+{(wall - base) * 1000:.0f} ms over python)" if name != "python -c pass" else ""
-        print(f"  {name:38} {wall * 1000:6.0f} ms  cpu {cpu * 1000:5.0f} ms{extra}")
+    for name, got in rows:
+        extra = f"  (+{(got.wall - base.wall) * 1000:.0f} ms over python)" if got is not base else ""
+        print(f"  {name:38} {got.wall * 1000:6.0f} ms  cpu {got.cpu * 1000:5.0f} ms{extra}")
+    return {
+        "rounds": runs,
+        "load": [load_before, load_after],
+        **{
+            name.strip(" .").replace(" ", "_"): {"wall_ms": got.wall * 1000, "cpu_ms": got.cpu * 1000}
+            for name, got in rows
+        },
+    }
 
 
 def _scan_reads(scanner: Scanner, data: bytes, every_phase: bool) -> tuple[float, int]:
@@ -185,14 +253,18 @@ def bench_phases(megabytes: int = 40) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("what", nargs="*", default=["scan", "startup"])
-    parser.add_argument("--quick", action="store_true", help="a 20 MB log")
+    parser.add_argument("--quick", action="store_true", help="a 20 MB log, fewer rounds")
+    parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results/scan.json")
     args = parser.parse_args()
+    started, figures = machine(), {}
     if "scan" in args.what:
-        bench_scan(20 if args.quick else 200)
+        figures["scan"] = bench_scan(20 if args.quick else 200, 3 if args.quick else 7)
     if "startup" in args.what:
-        bench_startup()
+        figures["startup"] = bench_startup(5 if args.quick else 15)
     if "phases" in args.what:
         bench_phases(10 if args.quick else 40)
+    if figures and not args.no_record:
+        print(f"\nrecorded: {record('scan', figures, started)}")
 
 
 if __name__ == "__main__":
