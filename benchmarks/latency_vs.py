@@ -23,8 +23,9 @@ import tarfile
 import tempfile
 from io import BytesIO
 from pathlib import Path
+from typing import Any
 
-from common import ROOT, fake_command, write_spec
+from common import ROOT, fake_command, machine, record, write_spec
 
 STAMP = re.compile(r"@(\d+\.\d+)")
 READY = "The server is fired up and ready to roll!"  # SGLang's ready line
@@ -76,7 +77,9 @@ def main() -> None:
     parser.add_argument("--base", default="8d51688")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--launches", type=int, default=10)
+    parser.add_argument("--no-record", action="store_true", help="do not write benchmarks/results/latency.json")
     args = parser.parse_args()
+    started = machine()
     print(f"before: {load()}")
     with tempfile.TemporaryDirectory(prefix="latency-vs-") as tmp:
         base = unpack(args.base, Path(tmp) / "base")
@@ -90,6 +93,7 @@ def main() -> None:
     print(
         f"\n== decision latency, ready line written -> the server handles its SIGTERM ({args.rounds} interleaved rounds)"
     )
+    figures: dict[str, Any] = {"rounds": args.rounds, "base": args.base, "sides": {}}
     for name, values in got.items():
         if not values:
             print(f"  {name:18} no launches recorded")
@@ -98,6 +102,10 @@ def main() -> None:
             f"  {name:18} p50 {pct(values, 50) * 1000:6.2f} ms   p99 {pct(values, 99) * 1000:6.2f} ms   "
             f"({len(values)} launches)"
         )
+        side = "base" if name == args.base else "this"
+        figures["sides"][side] = {"p50_ms": pct(values, 50) * 1000, "p99_ms": pct(values, 99) * 1000, "n": len(values)}
+    if not args.no_record:
+        print(f"\nrecorded: {record('latency', figures, started)}")
 
 
 if __name__ == "__main__":
