@@ -191,11 +191,33 @@ def native_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple((re.compile(p), kind) for p, kind in NATIVE_PATTERNS)
 
 
+@functools.cache
+def _gates() -> tuple[tuple[str, ...] | None, ...]:
+    """For each pattern, words one of which every match of it holds (None: none found, always
+    searched): a line with `cuda` in it (SGLang's every `Decode batch` line says `cuda graph:
+    True`) is searched only by the patterns that could match it, not by all twenty."""
+    from diagbench.logs.engines import required_literals
+
+    gates = []
+    for pattern, _ in NATIVE_PATTERNS:
+        words = required_literals(pattern) if "(?i" not in pattern else None  # a scoped flag it does not read
+        gates.append(tuple(w.decode("ascii") for w in words) if words else None)
+    return tuple(gates)
+
+
+@functools.cache
+def _compiled(index: int) -> re.Pattern[str]:
+    return re.compile(NATIVE_PATTERNS[index][0])
+
+
 def native(text: str) -> tuple[str, str] | None:
     """The kind of native report a (stripped) line is, and what it says; None for most lines."""
     if not any(word in text for word in WORDS) and not text.rstrip().endswith(("$", "#")):
         return None  # most lines: no word any native report needs (a substring test, not 20 searches)
-    for pattern, kind in native_patterns():
+    for index, gate in enumerate(_gates()):
+        if gate is not None and not any(word in text for word in gate):
+            continue  # this pattern cannot match: none of the words its every match holds
+        pattern, kind = _compiled(index), NATIVE_PATTERNS[index][1]
         found = pattern.search(text)
         if found is not None:
             said = found.group(1) if pattern.groups else text

@@ -7,6 +7,7 @@ a server that came up and died, and a ready log whose tracebacks were handled.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -478,3 +479,15 @@ def test_go_runtimes_own_reports_of_a_signal(tmp_path: Path, text: str, want: st
         got = classify_file(log, signatures)
         assert (got.outcome, got.failure_class) == ("failed", want), (signatures and "packs", got)
         assert got.cause is not None and got.cause.type == cause_type
+
+
+def test_a_native_pattern_is_searched_only_where_its_words_are_and_finds_the_same():
+    """native() skips a pattern when none of the words every match of it holds is in the line:
+    on every fixture log's lines, each pattern that matches a line holds one of its words."""
+    from diagbench.logs.native import NATIVE_PATTERNS, _gates
+
+    for path in sorted((Path(__file__).parents[1] / "fixtures").glob("*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            for (pattern, kind), gate in zip(NATIVE_PATTERNS, _gates(), strict=True):
+                if gate is not None and re.search(pattern, line):
+                    assert any(word in line for word in gate), (path.name, kind, line)
