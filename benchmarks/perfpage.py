@@ -86,7 +86,7 @@ def isolate_rows(f: dict[str, Any]) -> list[Row]:
                 f"launches median {this['median']:g} (min {this['min']:g}, max {this['max']:g}); {s['answers']}",
                 f"textbook ddmin: median {dd['median']:g} (min {dd['min']:g}, max {dd['max']:g}); "
                 f"before: median {s['before']['median']:g}",
-                f"{dd['median'] / this['median']:.2f}x fewer than ddmin" if this["median"] else "",
+                f"ddmin / this: {dd['median'] / this['median']:.2f}" if this["median"] else "",
             )
         )
     return rows
@@ -113,7 +113,9 @@ def latency_rows(f: dict[str, Any]) -> list[Row]:
             f"decision latency, ready line written -> SIGTERM handled ({f['rounds']} interleaved rounds)",
             f"p50 {this['p50_ms']:.2f} ms, p99 {this['p99_ms']:.2f} ms ({this['n']} launches)",
             f"commit {f['base']}: p50 {base['p50_ms']:.2f} ms, p99 {base['p99_ms']:.2f} ms ({base['n']} launches)",
-            f"p99 {base['p99_ms'] / this['p99_ms']:.2f}x lower" if this["p99_ms"] else "",
+            f"base / this: p50 {base['p50_ms'] / this['p50_ms']:.2f}, p99 {base['p99_ms'] / this['p99_ms']:.2f}"
+            if this["p50_ms"] and this["p99_ms"]
+            else "",
         )
     ]
 
