@@ -317,6 +317,14 @@ def _check_limits(node: yaml.Node, name: str, size: int, depth: int) -> None:
 MAX_YAML_BYTES = 256 << 10  # a spec, a pack or a remedies file is kilobytes (the largest pack: 13 KB)
 
 
+def _other_suffix(path: Path) -> str | None:
+    """`did you mean x.yaml?` where x.yml is missing and x.yaml is there (or the other way)."""
+    other = {".yml": ".yaml", ".yaml": ".yml"}.get(path.suffix)
+    if other and path.with_suffix(other).is_file():
+        return f"did you mean {path.with_suffix(other)}?"
+    return None
+
+
 def load_document(path: Path, text: str | None = None, limit: int = MAX_YAML_BYTES) -> tuple[Src, str]:
     """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the
     text. The file is an input door: a regular file (a FIFO, a device or a folder is one
@@ -325,7 +333,7 @@ def load_document(path: Path, text: str | None = None, limit: int = MAX_YAML_BYT
     try:
         text = read_input(path, limit).decode("utf-8") if text is None else text
     except FileNotFoundError:
-        raise SpecError(name, None, "", "no such file", "check the path") from None
+        raise SpecError(name, None, "", "no such file", _other_suffix(path) or "check the path") from None
     except TooLarge as exc:
         shown = f"{exc.size:,} bytes" if exc.size is not None else "it grew while read"
         raise SpecError(

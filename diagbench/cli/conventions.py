@@ -107,6 +107,29 @@ class ReadableGroup(TyperGroup):
 UsageError: type[Exception] = typer.BadParameter.__mro__[1]
 
 
+def _whole_option_names() -> None:
+    """Help text wrapped at spaces only: click's wrapper also breaks after a hyphen inside a word,
+    and `-h` showed `(--slurm-` / `arg=--qos=high)` and `[default: no-fresh-` / `caches]`, names
+    no one can copy. click's `wrap_text` takes its TextWrapper from `_textwrap` when called."""
+    import importlib
+
+    textwrap = importlib.import_module(UsageError.__module__.rsplit(".", 1)[0] + "._textwrap")
+    wrapper = textwrap.TextWrapper
+    if getattr(wrapper, "whole_words", False):
+        return
+
+    class WholeWords(wrapper):  # type: ignore[misc, valid-type]  # click's own, found at run time
+        whole_words = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "break_on_hyphens": False})
+
+    setattr(textwrap, "TextWrapper", WholeWords)  # noqa: B010  # a module found at run time
+
+
+_whole_option_names()
+
+
 class _UsageMessage(UsageError):  # type: ignore[misc, valid-type]
     """Shown as one line on stderr, `diagbench: ...`, exit 2 (as every usage mistake)."""
 

@@ -301,13 +301,23 @@ class LoadedRun:
     unreadable: list[Unreadable] = field(default_factory=list)
 
 
+def _where_runs_are(path: Path) -> str:
+    """Where to look: runs/ here, or (there is none here) the folder the run was started in."""
+    if Path("runs").is_dir():
+        return "runs are under runs/, e.g. runs/latest"
+    return (
+        f"there is no runs/ folder in {Path.cwd()}: give the run's path as seen from here, or run "
+        "diagbench in the folder the run was started in"
+    )
+
+
 def load_run(path: Path) -> LoadedRun:
     """Read a finished, partial or interrupted run back from disk: every readable record,
     and each unreadable one named with its reason. A manifest written by a newer diagbench
     is refused (its meaning is not guessed)."""
     manifest_path = path / "manifest.json"
     if not path.is_dir():
-        raise RunDirError(f"{path}: no such run directory (runs are under runs/, e.g. runs/latest)")
+        raise RunDirError(f"{path}: no such run directory ({_where_runs_are(path)})")
     if not manifest_path.exists():
         raise RunDirError(f"{path}: no manifest.json here; is this a diagbench run directory?")
     unreadable: list[Unreadable] = []
