@@ -209,3 +209,11 @@ def test_every_command_and_option_of_help_is_in_the_commands_reference() -> None
             if param.param_type_name == "option" and names and not any(n in text for n in names):
                 missing.append(f"diagbench {name} {names[0]}")
     assert not missing, f"docs/reference/commands.md does not name: {', '.join(missing)}"
+
+
+def test_the_spec_reference_names_every_placeholder() -> None:
+    from diagbench.spec.checks import COMMAND_PLACEHOLDERS, ENV_PLACEHOLDERS
+
+    text = (ROOT / "docs" / "reference" / "spec.md").read_text()
+    for name in (*COMMAND_PLACEHOLDERS, *ENV_PLACEHOLDERS, "value"):
+        assert f"`{{{name}}}`" in text, f"docs/reference/spec.md does not document {{{name}}}"
