@@ -19,7 +19,7 @@ from diagbench.vocab import Outcome
 if TYPE_CHECKING:
     from diagbench.triage.problem import TriageProblem
 
-__all__ = ["MAX_PAIRS", "Candidate", "candidates", "hypothesis_of", "pairs", "recommend", "tried_of"]
+__all__ = ["MAX_PAIRS", "Candidate", "candidates", "hypothesis_of", "pairs", "recommend", "tried_of", "unapplied"]
 
 MAX_PAIRS = 6  # combinations of two launched when no single remedy comes up, cheapest first
 
@@ -54,6 +54,17 @@ def candidates(problem: TriageProblem, server: str | None, target: Target) -> li
         if applied is not None:
             out.append(_single(remedy, applied))
     return sorted(out, key=lambda c: c.cost)  # stable: the file's order among equals
+
+
+def unapplied(problem: TriageProblem, server: str | None, target: Target) -> list[str]:
+    """The remedies for this server and failure whose change changes nothing in the command,
+    each with what it would change (`vllm.lower-gpu-memory-utilization (~ --gpu-memory-utilization x0.9)`)."""
+    return [
+        f"{remedy.id} ({'; '.join(remedy.change.describe())})"
+        for remedy in problem.catalogue.for_server(server)
+        if remedy.applies_to(target.outcome, target.failure_class, target.signature)
+        and apply_change(problem.launch, remedy.change) is None
+    ]
 
 
 def _single(remedy: Remedy, applied: Applied) -> Candidate:

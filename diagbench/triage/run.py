@@ -31,7 +31,16 @@ from diagbench.spec.load import ServerSpec
 from diagbench.spec.plan import PlannedAttempt
 from diagbench.spec.ready import PriceLoad
 from diagbench.triage.apply import Launch
-from diagbench.triage.choose import Candidate, candidates, hypothesis_of, pairs, recommend, tried_of, unserved
+from diagbench.triage.choose import (
+    Candidate,
+    candidates,
+    hypothesis_of,
+    pairs,
+    recommend,
+    tried_of,
+    unapplied,
+    unserved,
+)
 from diagbench.triage.problem import TriageProblem
 from diagbench.triage.record import FILENAME, Status, Target, Triage, Tried
 from diagbench.vocab import Outcome
@@ -268,6 +277,12 @@ class _Runner:
         label = self.target.outcome + (f":{self.target.failure_class}" if self.target.failure_class else "")
         server = self.server or "an unknown server"
         fix = f"diagbench remedies --server {self.server}" if self.server else "pass --server NAME"
+        if known := unapplied(self.problem, self.server, self.target):
+            return (
+                f"no remedy applies to {label} of {server}: those known for it ({', '.join(known)}) change nothing "
+                "in this command (it sets each so already, at its bound, or to a value that is no number); "
+                "add your own with --remedies FILE"
+            )
         return f"no remedy known for {label} of {server} (see {fix}; add your own with --remedies FILE)"
 
     def result(self, status: Status, reason: str) -> Triage:

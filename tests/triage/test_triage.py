@@ -453,3 +453,23 @@ def test_format_issue_of_a_plain_run_shows_each_way_it_failed_with_its_command(t
     assert "--enable-torch-compile" in text.split("### Command")[1].split("```")[1]
     assert text.count("### `") == 1 and "failed:cuda_graph_capture (sglang.capture_failed)" in text
     assert "### What was tried" not in text  # no triage: nothing tried
+
+
+def test_remedies_that_change_nothing_are_named_with_why_none_applied(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "server: simulator\n"
+        "remedies:\n"
+        "  - id: team.slow-down\n"
+        "    for: [other]\n"
+        "    change: {set: {--speed: '4'}}\n"  # the command sets it so already
+        "    cost: 1\n"
+        "    source: our team's runbook\n"
+    )
+    done = diagbench("triage", f"{SIMULATOR} --no-such-flag", "--remedies", str(mine), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert (
+        "no remedy applies to failed:other of simulator: those known for it (team.slow-down (~ --speed 4)) "
+        "change nothing in this command" in " ".join(done.stderr.split())
+    ), done.stderr
+    assert "no remedy known" not in done.stderr
