@@ -109,6 +109,8 @@ def _read_again(found: Classification, path: Path) -> Classification:
     if got == first:
         return replace(found, phase=first.phase)
     signature = found.signature if got.outcome == found.outcome else "rootcause" if got.outcome != "unknown" else None
+    if got.first_failed_rank is not None and got.failure_class != found.failure_class:
+        signature = "rootcause"  # the first rank's error decided, not the line a pack named (fallout)
     return replace(
         found,
         outcome=got.outcome,

@@ -99,13 +99,20 @@ def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | N
     at = next((k for k, c in enumerate(own) if not is_fallout(c)), None)
     if at is not None:
         first = own[at]
-        return FirstFailure(first.rank, first.who or "", root_of(_its_report(own[at:], first.who)) or first)
+        rank = first.rank if first.rank is not None else _launchers_root(reported)  # torchrun --tee: local ranks
+        return FirstFailure(rank, first.who or "", root_of(_its_report(own[at:], first.who)) or first)
     root = next((c for c in reported if not is_fallout(c)), None) or (reported[0] if reported else None)
     if root is None:
         return None
     mine = next((c for c in own if c.rank == root.rank and not is_fallout(c)), None)
     cause = mine or (root if not is_fallout(root) else None)
     return FirstFailure(root.rank, root.who or f"rank{root.rank}", cause)
+
+
+def _launchers_root(reported: Sequence[Cause]) -> int | None:
+    """The rank a launcher's report names as the first failure, if one does."""
+    root = next((c for c in reported if not is_fallout(c)), None) or (reported[0] if reported else None)
+    return root.rank if root is not None else None
 
 
 def _its_report(own: Sequence[Cause], who: str | None) -> list[Cause]:

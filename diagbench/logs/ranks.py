@@ -50,7 +50,8 @@ _ANSI = r"(?:\x1b\[[0-9;]{0,12}m){0,2}"  # vLLM colours its prefix on a terminal
 _RANK_PATTERN = (
     r"^(?:\[node (?P<node>\d{1,4})\] )?(?:"
     r"\[rank(?P<torch>\d{1,6})\]: ?"  # torch's excepthook and c10's logging
-    r"|\[(?P<role>[A-Za-z_][A-Za-z_-]{0,30})(?P<local>\d{1,6})\]: ?"  # torchrun --tee: [default0]:
+    # torchrun --tee: [default0]:, then torch's own [rank0]: where the rank's exception hook wrote it
+    r"|\[(?P<role>[A-Za-z_][A-Za-z_-]{0,30})(?P<local>\d{1,6})\]:(?:\[rank(?P<teed>\d{1,6})\]: ?| ?)"
     r"|\[(?P<global>\d{1,6})\]: "  # torchrun's prefix template [${rank}]:
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?P<sglang>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d{1,5}){1,6})\] "
     r"|" + _ANSI + r"\((?P<vllm>VllmWorker rank=(?P<vrank>\d{1,6})|[A-Za-z][\w:.-]{0,60})"
@@ -147,7 +148,8 @@ def _origin(groups: dict[str, str | None]) -> LineOrigin:
         return LineOrigin(node, rank, None, f"rank{rank}")
     if groups["local"] is not None:
         local = int(groups["local"])
-        return LineOrigin(node, None, local, f"{groups['role']}{local}")
+        rank = int(groups["teed"]) if groups["teed"] is not None else None
+        return LineOrigin(node, rank, local, f"{groups['role']}{local}")
     if groups["global"] is not None:
         rank = int(groups["global"])
         return LineOrigin(node, rank, None, f"rank{rank}")

@@ -133,6 +133,8 @@ def read(lines: Sequence[str], first_line_no: int = 1, to_end: bool = False) -> 
         origin, cut = text_origin(head)
         if origin.key is not None:
             entry = states.setdefault(origin.key, (origin, _State(first_line_no)))
+            if entry[0].rank is None and origin.rank is not None:  # torchrun --tee: the rank shows later
+                states[origin.key] = entry = (origin, entry[1])
             last, record = entry[1], entry[0].record
             head = head[cut:]
         elif last is not main and not (record and not head.startswith("[")) and not _continues(last, head):

@@ -64,6 +64,9 @@ def render_classification(result: Classification, context: Sequence[tuple[int, s
     if result.secondary_classes:
         lines.append(f"secondary: {', '.join(result.secondary_classes)}")
     lines.append(f"phase reached: {visible(result.phase or '-')}")
+    if result.first_failed_rank is not None:
+        said = result.cause.text() if result.cause else "its error was not read (a launcher named it)"
+        lines.append(f"rank {result.first_failed_rank} failed first: {visible(said)}")
     if result.chain:
         lines.append(f"root cause: {visible(result.chain)}")
     if result.ready is not None:

@@ -1,0 +1,57 @@
+"""A real launch of many ranks over gloo on the CPU where one rank fails first; the others are
+in an all_reduce and fail after it (their peer is gone). For tests/launch/test_first_rank_torch.py.
+
+    python rankfail.py torchrun MODE            (under torchrun: RANK, WORLD_SIZE from it)
+    python rankfail.py spawn MODE PORT WORLD    (torch.multiprocessing.spawn, WORLD ranks)
+
+MODE: `import` (the failing rank imports a module that does not exist: import_error), `raise`
+(a ValueError: class other), `segv` (the failing rank kills itself with SIGSEGV and prints
+nothing). The failing rank is the last one (WORLD - 1); it fails 0.5 s after the group is up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+
+def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if rank is None:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    me, size = dist.get_rank(), dist.get_world_size()
+    print(f"rank {me} of {size} up", flush=True)
+    if me == size - 1:
+        time.sleep(0.5)  # the others are in their all_reduce by now
+        if mode == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if mode == "import":
+            import diagbench_no_such_module  # noqa: F401  # the failing rank's own error
+        raise ValueError(f"rank {me} gave up: bad shard 7")
+    dist.all_reduce(torch.ones(4))
+
+
+def spawned(rank: int, mode: str, world: int) -> None:
+    work(mode, rank, world)
+
+
+def main() -> None:
+    launcher, mode = sys.argv[1], sys.argv[2]
+    if launcher == "torchrun":
+        work(mode)
+        return
+    import torch.multiprocessing as mp
+
+    port, world = sys.argv[3], int(sys.argv[4])
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    mp.spawn(spawned, args=(mode, world), nprocs=world)
+
+
+if __name__ == "__main__":
+    main()
