@@ -148,8 +148,8 @@ def _origin(groups: dict[str, str | None]) -> LineOrigin:
         return LineOrigin(node, rank, None, f"rank{rank}")
     if groups["local"] is not None:
         local = int(groups["local"])
-        rank = int(groups["teed"]) if groups["teed"] is not None else None
-        return LineOrigin(node, rank, local, f"{groups['role']}{local}")
+        teed = int(groups["teed"]) if groups["teed"] is not None else None
+        return LineOrigin(node, teed, local, f"{groups['role']}{local}")
     if groups["global"] is not None:
         rank = int(groups["global"])
         return LineOrigin(node, rank, None, f"rank{rank}")
