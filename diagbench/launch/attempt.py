@@ -149,7 +149,8 @@ class _Supervisor:
             readiness.start()
             decision = decided = _watch(proc, reader, readiness, self, teller)
             if decision.outcome is Outcome.TIMEOUT:
-                decision = _timeout_said(decision, server, readiness, reader)
+                hung = self.hang.stalled_after_s is not None and (server.kind is not None or bool(reader.watch.phase))
+                decision = _timeout_said(decision, server, readiness, reader, hung)
             self.hang.take(proc, decision, self.redactor)  # before teardown: the tree as it hung
             price = None
             if decision.outcome is Outcome.READY and server.price is not None:
@@ -184,13 +185,15 @@ class _Supervisor:
         return price_launch(url, self.server.price, self.cancel_fd, None if reader.eof else reader.server.pipe, pump)
 
 
-def _timeout_said(decision: Decision, server: ServerSpec, readiness: Readiness, reader: LogReader) -> Decision:
+def _timeout_said(
+    decision: Decision, server: ServerSpec, readiness: Readiness, reader: LogReader, hung: bool = False
+) -> Decision:
     """A timeout's reason with what the health probe last got and, with no deciding line,
     a hint from the log's last line (worked out for timeouts only: not on a ready line's way
-    to its SIGTERM)."""
+    to its SIGTERM); `hung`: a server the packs recognise (its kind, or a phase seen) stalled."""
     if said := readiness.health_said():
         decision = replace(decision, reason=f"{decision.reason}; GET {server.ready_http} last got {said}")
-    if not decision.evidence and (hint := timeout_hint(reader.last_line, server.ready_log, server.ready_http)):
+    if not decision.evidence and (hint := timeout_hint(reader.last_line, server.ready_log, server.ready_http, hung)):
         decision = replace(decision, reason=f"{decision.reason}; {hint}")
     return decision
 

@@ -138,12 +138,15 @@ READY_FIX = "add `ready: {log: ...}` or `{http: /}`"
 ISOLATE_READY_FIX = f"{READY_FIX} (isolate: --ready REGEX or --http PATH)"
 
 
-def timeout_hint(last_line: str, ready_log: str | None, ready_http: str | None) -> str:
+def timeout_hint(last_line: str, ready_log: str | None, ready_http: str | None, hung: bool = False) -> str:
     """What a `timeout` reason adds: the last line the server wrote, and the fix when no
-    ready rule of the spec's could match (a server of a kind the packs do not know)."""
+    ready rule of the spec's could match (a server of a kind the packs do not know). `hung`:
+    a server the packs recognise stalled on its way up: a hang, which no ready rule fixes."""
     line = last_line.strip()
     line = line if len(line) <= LAST_LINE_CHARS else line[: LAST_LINE_CHARS - 1] + "…"
     seen = f"the log's last line was '{line}'" if line else "the server wrote nothing"
+    if hung:
+        return f"{seen}: it hung on its way up (its stacks say where), not for want of a ready rule"
     if ready_log is None and ready_http is None:
         return f"no ready rule matched; {seen}: {READY_FIX}"
     if ready_log is not None:

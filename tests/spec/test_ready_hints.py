@@ -76,3 +76,10 @@ def test_isolate_without_ready_names_the_last_line_and_its_own_fix(tmp_path: Pat
     )
     assert "no ready rule matched; the log's last line was 'listening_on_http://127.0.0.1:8000'" in out.stderr
     assert "(isolate: --ready REGEX or --http PATH)" in out.stderr
+
+
+def test_a_recognised_server_that_stalled_is_told_it_hung_not_to_add_a_ready_rule(runs) -> None:
+    r = runs.one({"command": fake_command("out=Load weight begin.", "hang"), "timeout": "60s", "stall": "1.5s"})
+    assert r.outcome == "timeout" and r.stalled
+    assert "add `ready:" not in r.reason
+    assert "the log's last line was 'Load weight begin.': it hung on its way up (its stacks say where)" in r.reason
