@@ -162,16 +162,7 @@ class RayExecutor:
             with contextlib.suppress(FileNotFoundError):
                 (folder / stale).unlink()
         job_id = f"diagbench-{self.nonce}-{item.name}"
-        job = JobFile(
-            attempt=item.name,
-            cell_id=item.cell.id,
-            repeat=item.repeat,
-            params=dict(item.cell.params),
-            spec_path=str(self.spec.path.resolve()),
-            spec_sha256=self.spec.sha256,
-            submitted_at=time.time(),
-            job_id=job_id,
-        )
+        job = JobFile.of(item, self.spec, job_id)
         job.write(folder)
         return self.client.submit(self._body(item, job_id))
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from diagbench.errors import RecordError
 from diagbench.records.store import write_json
+
+if TYPE_CHECKING:
+    from diagbench.spec.load import Spec
+    from diagbench.spec.plan import PlannedAttempt
 
 __all__ = ["JOB_FILE", "JOB_FILE_VERSION", "PROGRESS_FILE", "JobFile", "Progress"]
 
@@ -37,6 +42,12 @@ class JobFile:
     submitted_at: float | None = None  # epoch seconds
     job_id: str | None = None
     version: int = JOB_FILE_VERSION
+
+    @classmethod
+    def of(cls, item: PlannedAttempt, spec: Spec, job_id: str | None = None) -> JobFile:
+        """The job file of one planned attempt of `spec`, submitted now."""
+        cell, spec_path = item.cell, str(spec.path.resolve())
+        return cls(item.name, cell.id, item.repeat, dict(cell.params), spec_path, spec.sha256, time.time(), job_id)
 
     def write(self, folder: Path) -> None:
         write_json(folder / JOB_FILE, asdict(self))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -83,15 +82,7 @@ class SlurmExecutor:
         for stale in ("result.json", "server.log", PROGRESS_FILE, OUTPUT_FILE):  # of an earlier, interrupted try
             with contextlib.suppress(FileNotFoundError):
                 (folder / stale).unlink()
-        job = JobFile(
-            attempt=item.name,
-            cell_id=item.cell.id,
-            repeat=item.repeat,
-            params=dict(item.cell.params),
-            spec_path=str(self.spec.path.resolve()),
-            spec_sha256=self.spec.sha256,
-            submitted_at=time.time(),
-        )
+        job = JobFile.of(item, self.spec)
         job.write(folder)
         script = job_script(self.settings, self.run_dir.path.resolve(), item.name)
         # beside the record, what the job ran; the setup lines' secrets blanked (Slurm got the real ones)
