@@ -42,6 +42,7 @@ def plan_of(
         fresh_caches=tuple(s.fresh_caches),
         stall_s=s.stall,
         stall_rule=rule_words(s.stall) if s.stall else None,
+        spin_s=s.spin,
         stacks=s.stacks_word,
         cells=tuple(
             CellPlan(

@@ -116,7 +116,7 @@ class HangCheck:
         the redactor, asked for only when stacks are taken: a decision that wants none goes
         straight to its SIGTERM."""
         if self.spin is not None:
-            self.spin.stop()
+            self.spin.stop(wait=self.wants_stacks(decision))  # a sample in progress holds the ranks by ptrace
         if not self.wants_stacks(decision):
             return
         started = time.monotonic()

@@ -64,8 +64,12 @@ class SpinWatch:
         self._thread = threading.Thread(target=self._run, name="diagbench-spin", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = False) -> None:
+        """No more samples; with `wait`, until the one in progress is done (py-spy holds the
+        process by ptrace while it reads it: the stacks taken next could not attach)."""
         self._stop.set()
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join(SAMPLE_TIMEOUT_S + 1)
 
     def spinning(self, now: float) -> tuple[float, str] | None:
         """(seconds, words) once every process looked at held its wait for spin_s."""

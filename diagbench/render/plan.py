@@ -15,6 +15,7 @@ from diagbench.render.formats import Rendering, Shown
 from diagbench.render.text import visible
 from diagbench.sensitive import REDACTED
 from diagbench.spec.plan import Plan
+from diagbench.spec.stackskeys import spin_words
 from diagbench.vocab import TextOrJson, assert_never
 
 __all__ = ["plan_as", "plan_json", "render_plan"]
@@ -49,6 +50,8 @@ def render_plan(plan: Plan, environment: JSONObject | None = None) -> str:
         f"stall: {plan.stall_rule or _NO_STALL}",
         f"stacks: {_stacks_words(plan.stacks)}",
     ]
+    if plan.spin_s:
+        lines.append(f"spin: {spin_words(plan.spin_s)}")
     lines += [f"warning: {w}" for w in plan.warnings]
     if plan.slots is not None:
         lines.append(f"slots: {plan.slots}")
@@ -97,6 +100,7 @@ def plan_json(plan: Plan, environment: JSONObject | None = None) -> str:
         "stall_s": plan.stall_s,
         "stall_rule": plan.stall_rule,
         "stacks": plan.stacks,
+        **({"spin_s": plan.spin_s} if plan.spin_s else {}),
         "slots": plan.slots,
         "cells": [
             {

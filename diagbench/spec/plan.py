@@ -82,5 +82,6 @@ class Plan:
     launch_order: tuple[OrderedAttempt, ...] | None = None  # with --stop-when-decided only
     stall_s: float | None = None  # server.stall (or --stall)
     stall_rule: str | None = None  # what counts as a stall, in words (launch/stall.py says), with stall_s
+    spin_s: float | None = None  # server.spin: the same waits in every rank this long (launch/spin.py)
     stacks: str = "on-timeout"  # when stacks are taken, or faulthandler
     warnings: tuple[str, ...] = ()  # what the spec likely gets wrong (no ready rule a server of unknown kind prints)

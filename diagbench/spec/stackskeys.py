@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from diagbench.yamlsrc import Src, suggest
 
-__all__ = ["OPT_INS", "STACKS_DEFAULT", "STACKS_WHEN", "parse_stacks", "stacks_when"]
+__all__ = ["OPT_INS", "STACKS_DEFAULT", "STACKS_WHEN", "parse_stacks", "spin_words", "stacks_when"]
 
 STACKS_DEFAULT = "on-timeout"
 STACKS_WHEN = ("on-timeout", "always", "never")
@@ -26,3 +26,11 @@ def parse_stacks(src: Src) -> str:
 
 def stacks_when(word: str) -> str:
     return STACKS_DEFAULT if word in OPT_INS else word
+
+
+def spin_words(spin_s: float) -> str:
+    """The spin rule as `plan` shows it (launch/spin.py applies it)."""
+    return (
+        f"stacks sampled every second; every rank at the same waiting frame in the program's code for {spin_s:g}s "
+        "(and 3 samples) ends the attempt as stalled, however busy its CPU; a long silent GPU kernel looks the same"
+    )

@@ -206,6 +206,11 @@ def test_flight_recorder_and_spin_are_read_from_the_spec(tmp_path: Path) -> None
     spec = load_spec(write_spec(tmp_path, server))
     assert spec.server.flight_recorder and not spec.server.faulthandler and spec.server.spin == 45.0
     assert spec.server.stacks == "on-timeout" and spec.server.stacks_word == "flight-recorder"
+    shown = subprocess.run(
+        diagbench_argv("plan", str(write_spec(tmp_path, server))), capture_output=True, text=True, env=_wide()
+    )
+    assert "spin: stacks sampled every second; every rank at the same waiting frame" in shown.stdout
+    assert "PyTorch's flight recorder armed" in shown.stdout
     spec_path = write_spec(tmp_path, {**server, "spin": "soon"})
     with pytest.raises(SpecError, match=r"server\.spin"):
         load_spec(spec_path)

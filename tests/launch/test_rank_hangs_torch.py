@@ -85,6 +85,8 @@ def test_the_spin_rule_decides_a_hang_whose_host_stays_busy(runs: Runs, torch_py
     assert "server.spin 3s" in record.reason
     assert record.time_to_outcome_s is not None and record.time_to_outcome_s < 60
     assert record.hang is not None and record.hang.odd_ranks == (1,)
+    # the stacks taken after the spin rule's last sample (py-spy holds a process while it reads it)
+    assert record.hang.site == "all_reduce in rankworker.py:work" and not record.hang.notes
 
 
 def test_the_flight_recorder_says_which_rank_is_behind_by_which_collective(runs: Runs, torch_python: Path) -> None:
