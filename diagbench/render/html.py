@@ -19,7 +19,7 @@ from diagbench.logs.classify import context
 from diagbench.records.record import AttemptRecord
 from diagbench.render.grid import Grid, GridCell, build_grid, spans
 from diagbench.render.hangs import hangs_html, outcome_words
-from diagbench.render.htmlkit import Html, breakable, el, page
+from diagbench.render.htmlkit import Html, breakable, code_spans, el, page
 from diagbench.render.timeline import Scale, bar, lanes, scale_for
 from diagbench.safefiles import open_regular
 from diagbench.vocab import Outcome
@@ -131,7 +131,7 @@ def _verdict_row(v: Verdict) -> Html:
     return el(
         "tr",
         {"class": f"verdict v-{v.verdict.value}"},
-        el("td", None, el("strong", None, v.id), el("div", {"class": "claim"}, v.claim)),
+        el("td", None, el("strong", None, v.id), el("div", {"class": "claim"}, *code_spans(v.claim))),
         el(
             "td",
             None,
@@ -139,7 +139,7 @@ def _verdict_row(v: Verdict) -> Html:
             v.flaky and el("div", {"class": "flaky"}, f"flaky: {v.flaky}"),
         ),
         el("td", {"class": "why"}, line),
-        el("td", None, v.meaning or ""),
+        el("td", None, *code_spans(v.meaning or "")),
     )
 
 

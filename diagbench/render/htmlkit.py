@@ -13,7 +13,7 @@ from importlib import resources
 
 from diagbench import safetext
 
-__all__ = ["CSP", "Attrs", "Html", "breakable", "el", "join", "page", "text", "void"]
+__all__ = ["CSP", "Attrs", "Html", "breakable", "code_spans", "el", "join", "page", "text", "void"]
 
 # The page may load nothing from anywhere: styles and the script are inline, images are data.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -34,6 +34,14 @@ def text(value: object) -> Html:
 def breakable(value: str, after: str = ",") -> Html:
     """Escaped text that may wrap after each `after` (cell ids: `kernel=mma,compile=on`)."""
     return Html((text(after) + "<wbr>").join(text(part) for part in value.split(after)))
+
+
+def code_spans(value: str) -> list[object]:
+    """A sentence whose `backticked` parts (a claim's change, a flag) are code, as Markdown shows them."""
+    parts = value.split("`")
+    if len(parts) % 2 == 0:  # an odd backtick: no code span, shown as written
+        return [value]
+    return [el("code", None, part) if i % 2 else part for i, part in enumerate(parts) if part]
 
 
 def el(tag: str, attrs: Attrs | None = None, *children: object) -> Html:

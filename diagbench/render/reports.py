@@ -82,7 +82,9 @@ def _lead(report: Report, width: int | None) -> _Lead:
         )
         shown = render_triage(leader, width)
         table = Group(shown, render_debug(found)) if found else shown
-        return _Lead(view, table, (md, *more[0]), {"triage": leader.to_json(), **more[1]}, (html, *more[2]))
+        # its launches are its plan (the command, then each remedy as triage chose it)
+        plan = probes_as_plan(view)
+        return _Lead(plan, table, (md, *more[0]), {"triage": leader.to_json(), **more[1]}, (html, *more[2]))
     if isinstance(leader, Limit):  # its launches are its plan
         table, md, html = render_limit(leader, width), limit_markdown(leader), limit_section_html(leader)
         return _Lead(probes_as_plan(view), table, (md,), {"limit": leader.to_json()}, (html,))

@@ -473,3 +473,17 @@ def test_remedies_that_change_nothing_are_named_with_why_none_applied(tmp_path):
         "change nothing in this command" in " ".join(done.stderr.split())
     ), done.stderr
     assert "no remedy known" not in done.stderr
+
+
+def test_a_triage_reports_html_counts_its_launches_draws_them_and_shows_code_as_code(tmp_path):
+    done = diagbench("triage", CAPTURE, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_dir = next((tmp_path / "runs").glob("2*"))
+    page = (run_dir / "report.html").read_text()
+    launched = len(list((run_dir / "cells").iterdir()))
+    assert f"{launched} of {launched} attempt(s) recorded" in page and "of 0 attempt" not in page
+    assert "partial" not in page.split("</header>")[0]
+    matrix = page.split("<h2>Matrix</h2>", 1)[1].split("</section>", 1)[0]
+    assert "no-torch-compile" in matrix  # the remedies drawn as the matrix's cells
+    assert "<code>- --enable-torch-compile</code> makes it come up" in page
+    assert "`- --enable-torch-compile`" not in page
