@@ -11,7 +11,10 @@ proctable.environ_bytes), in this order:
   `LOCAL_RANK` alone only where nothing else is known (one node);
 - `WORLD_SIZE` (else `SLURM_NTASKS`, `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`) when given.
 
-Spawn order only where no process of the tree says anything: `torch.multiprocessing.spawn`
+A tree where RANK is set reads RANK alone (the SLURM_PROCID a launcher inherited says less);
+a tree where every process says the same rank (srun's SLURM_PROCID over a whole mp.spawn
+tree) says nothing about its ranks. Spawn order only where no process of the tree says
+anything else: `torch.multiprocessing.spawn`
 sets no variable; it starts `nprocs` processes, process `i` calling `fn(i, *args)`, in the
 order of i (torch/multiprocessing/spawn.py, `start_processes`: `for i in range(nprocs):
 start_process(i)`; only with the forkserver start method and TORCH_MP_PARALLEL_START=1 are
@@ -98,8 +101,12 @@ def assign_ranks(procs: Sequence[ProcessInfo]) -> dict[int, Rank]:
     """pid -> Rank for the processes that have one: their environment's, or, where no process
     of the tree has one, spawn order among siblings that run the same program."""
     known = {p.pid: p.env_rank for p in procs if p.env_rank is not None}
-    if known:
+    if any(r.source == "RANK" for r in known.values()):  # a launcher's own SLURM_PROCID, inherited, says less
+        known = {pid: r for pid, r in known.items() if r.source == "RANK"}
+    if len({r.rank for r in known.values()}) > 1 or len(known) == 1:
         return known
+    # one value for every process that has one (srun's SLURM_PROCID inherited by a whole
+    # tree under mp.spawn): it numbers the launch, not its ranks
     families: dict[tuple[int, str], list[ProcessInfo]] = {}
     for p in procs:
         families.setdefault((p.ppid, _program(p.argv)), []).append(p)

@@ -76,6 +76,14 @@ def test_spawn_order_numbers_siblings_of_one_program_only_where_nothing_else_say
     told = [*procs[:3], _info(12, 10, procs[3].argv, Rank(1, 2, "RANK"))]
     assert assign_ranks(told) == {12: Rank(1, 2, "RANK")}  # an environment that says wins over order
     assert assign_ranks(procs[:2]) == {}  # one child of a kind is no rank
+    slurm = Rank(0, 1, "SLURM_PROCID")  # srun's, inherited by the whole tree: it says nothing of the ranks
+    under_srun = [ProcessInfo(p.pid, p.ppid, p.started, p.argv, slurm) for p in procs]
+    assert assign_ranks(under_srun) == {12: Rank(0, 2, SPAWN_ORDER), 13: Rank(1, 2, SPAWN_ORDER)}
+    torchrun = [*under_srun[:2], _info(12, 10, (), Rank(0, 2, "RANK")), _info(13, 10, (), Rank(1, 2, "RANK"))]
+    assert assign_ranks(torchrun) == {
+        12: Rank(0, 2, "RANK"),
+        13: Rank(1, 2, "RANK"),
+    }  # the agent's SLURM_PROCID left out
 
 
 def _stacks(pid: int, ppid: int, frames: list[str], rank: int | None) -> ProcessStacks:
