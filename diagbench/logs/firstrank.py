@@ -94,7 +94,9 @@ def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | N
     wrote the log), or None for a launch of one or a log that does not say."""
     own = [c for c in causes if c.who is not None and not c.launcher]
     reported = [c for c in causes if c.launcher and c.rank is not None]
-    if max(origins, len({c.who for c in own})) < 2 and not reported:
+    # many ranks: two wrote lines, a launcher reported ranks, or a rank above 0 speaks (a live run is
+    # torn down once the first rank's error is read, before the others say anything)
+    if max(origins, len({c.who for c in own})) < 2 and not reported and not any((c.rank or 0) > 0 for c in own):
         return None
     at = next((k for k, c in enumerate(own) if not is_fallout(c)), None)
     if at is not None:
