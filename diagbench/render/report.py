@@ -48,14 +48,16 @@ OUTCOME_STYLE = {
 }
 VERDICT_STYLE = {"supported": "bold green", "refuted": "bold red", "inconclusive": "bold yellow"}
 LINE_CHARS = 110
+DOCUMENT_LINE_CHARS = 400  # a document (Markdown, JUnit) has no terminal to fit: an OOM line's "X GiB is free" stays
 _STAMP = re.compile(r"^(L\d+: )\[\d{4}-\d\d-\d\d[ T][\d:.]+\] ")  # a log's own timestamp: noise here
 
 
-def deciding_line(record: AttemptRecord) -> str:
-    """`L12: <the line> <- <its root cause>`; in a launch of many ranks, `rank 1 failed first: ` before it."""
+def deciding_line(record: AttemptRecord, size: int = LINE_CHARS) -> str:
+    """`L12: <the line> <- <its root cause>`, the line cut at `size` characters; in a launch of
+    many ranks, `rank 1 failed first: ` before it."""
     first = f"rank {record.first_failed_rank} failed first: " if record.first_failed_rank is not None else ""
     if record.evidence:
-        return f"{first}{_at(record.evidence.line_no)}{_clip(record.evidence.text)}{_because(record)}"
+        return f"{first}{_at(record.evidence.line_no)}{_clip(record.evidence.text, size)}{_because(record)}"
     return first + record.reason + _because(record)
 
 
@@ -78,11 +80,11 @@ def _clip(text: str, size: int = LINE_CHARS) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
-def _verdict_line(v: Verdict) -> str:
+def _verdict_line(v: Verdict, size: int = 90) -> str:
     evidence = v.evidence
     if evidence is None:
         return v.reason
-    line = f"{evidence.cell_id} {_at(evidence.line_no)}{_clip(evidence.text, 90)}"
+    line = f"{evidence.cell_id} {_at(evidence.line_no)}{_clip(evidence.text, size)}"
     return f"{line} (flaky: {v.flaky})" if v.flaky else line
 
 
@@ -239,7 +241,7 @@ def render_markdown(view: RunView, sections: Sequence[str] = ()) -> str:
         out += ["### Hypotheses", "", "| hypothesis | verdict | why | meaning |", "|---|---|---|---|"]
         for v in view.verdicts:
             out.append(
-                f"| `{_code(v.id)}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v))} "
+                f"| `{_code(v.id)}` {_md(v.claim)} | **{v.verdict}** | {_md(_verdict_line(v, DOCUMENT_LINE_CHARS))} "
                 f"| {_md(v.meaning or '')} |"
             )
         out.append("")
@@ -281,9 +283,8 @@ def _markdown_cells(view: RunView) -> list[str]:
         gpus = f" {_gpus(r)} |" if with_gpus else ""
         phase = _md(r.phase or "")
         label = _md(outcome_words(r))
-        out.append(
-            f"| `{_code(r.cell_id)}` | {r.repeat} |{gpus} {label} | {phase} | {seconds} | {_md(deciding_line(r))} |"
-        )
+        line = _md(deciding_line(r, DOCUMENT_LINE_CHARS))
+        out.append(f"| `{_code(r.cell_id)}` | {r.repeat} |{gpus} {label} | {phase} | {seconds} | {line} |")
     out.append("")
     return out
 

@@ -117,3 +117,25 @@ def test_the_hypotheses_table_has_one_layout_and_no_empty_meaning() -> None:
     for width in WIDTHS:
         text = "\n".join(shown(fit("hypotheses", columns, width, boxed=False), width))
         assert "┃" not in text and "meaning" not in text and "\n    a=1 ready" in text
+
+
+def test_markdown_keeps_an_oom_line_through_what_is_free() -> None:
+    from diagbench.records.record import AttemptRecord
+    from diagbench.render.report import DOCUMENT_LINE_CHARS, deciding_line
+
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of 79.19 GiB of which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.16 GiB in use."
+    )
+    record = AttemptRecord(
+        cell_id="a=1",
+        repeat=1,
+        attempt="001-a-1-r1",
+        params={"a": "1"},
+        command=["x"],
+        env_changes={},
+        outcome=Outcome.FAILED,
+        evidence=Evidence(7, oom),
+    )
+    assert "1.02 GiB is free" in deciding_line(record, DOCUMENT_LINE_CHARS)
+    assert "1.02 GiB is free" not in deciding_line(record)  # the terminal's tables still fit
