@@ -217,3 +217,8 @@ def test_the_spec_reference_names_every_placeholder() -> None:
     text = (ROOT / "docs" / "reference" / "spec.md").read_text()
     for name in (*COMMAND_PLACEHOLDERS, *ENV_PLACEHOLDERS, "value"):
         assert f"`{{{name}}}`" in text, f"docs/reference/spec.md does not document {{{name}}}"
+
+
+def test_classify_s_two_meanings_of_3_are_told_apart_in_the_exit_codes_page() -> None:
+    text = " ".join((ROOT / "docs" / "reference" / "exit-codes.md").read_text().split())
+    assert "the one command where 3 has two meanings" in text and '`outcome` is `"unknown"`' in text
