@@ -13,7 +13,12 @@ trap 'rm -rf "$work"' EXIT
 
 python3 -m venv "$work/build-venv"
 "$work/build-venv/bin/pip" install -q build
-"$work/build-venv/bin/python" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+# built from a copy of the files git knows (tracked, or new and not ignored), as a fresh clone has
+# them: a checkout's leftovers (an egg-info's SOURCES.txt) must not put into the sdist what the
+# package data leaves out
+mkdir "$work/src"
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$work/src"
+"$work/build-venv/bin/python" -m build --outdir "$work/dist" "$work/src" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 wheel=("$work"/dist/diagbench-*.whl)
 sdist=("$work"/dist/diagbench-*.tar.gz)
 echo "built: $(basename "${wheel[0]}") $(basename "${sdist[0]}")"
