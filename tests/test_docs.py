@@ -23,6 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = sorted((ROOT / "docs" / "reference").glob("*.md"))
+RUN_PAGES = [*REFERENCE, ROOT / "docs" / "tutorial.md"]  # pages whose console blocks are run and compared
 ABRIDGED = "…"
 COLUMNS = "100"
 _BLOCK = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```$", re.M | re.S)
@@ -90,12 +91,13 @@ def matches(shown: Shown, lines: list[str]) -> bool:
 
 def everything() -> list[Shown]:
     return [
-        shown for page in REFERENCE for _, _, body in console_blocks(page.read_text()) for shown in commands(page, body)
+        shown for page in RUN_PAGES for _, _, body in console_blocks(page.read_text()) for shown in commands(page, body)
     ]
 
 
 def test_the_reference_pages_show_commands() -> None:
     assert len(everything()) >= 8  # a parser that finds nothing would pass everything
+    assert any(shown.page.name == "tutorial.md" for shown in everything())  # the tutorial's are run too
 
 
 @pytest.mark.parametrize("shown", everything(), ids=lambda s: f"{s.page.stem}: {s.command[:60]}")
