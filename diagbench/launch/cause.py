@@ -39,4 +39,6 @@ def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptReco
         secondary_classes=list(got.secondary_classes),
         cause=RootCause.of(got.cause),
         first_failed_rank=got.first_failed_rank,
+        # the first rank's error decided, not the fallout line the watch stopped at
+        evidence=got.evidence if got.first_failed_rank is not None else record.evidence,
     )

@@ -134,6 +134,8 @@ def _failure(failure: Failure, rank: int) -> list[_Block]:
     head = [f"### {name}: {markdown(r.label)}" + (f" ({markdown(r.signature)})" if r.signature else "")]
     if r.reason and not r.reason.startswith("failure line"):  # the lines below say it better
         head += ["", markdown_line(_clip(r.reason, PROSE_CHARS))]
+    if r.first_failed_rank is not None:  # a launch of many ranks: the rank whose error decides
+        head += ["", f"Rank {r.first_failed_rank} failed first; the other ranks' errors are its fallout."]
     blocks = [_Block(head)]
     if failure.lines:
         decided = r.evidence.line_no if r.evidence else -1
