@@ -15,9 +15,11 @@ trigger, and each process with torch.distributed initialised writes
 `torch._C._distributed_c10d._dump_fr_trace()` (gloo records too, torch 2.13) to
 `<stacks>/flight-recorder/rank_<R>`.
 
-The dump is a pickle. It is never unpickled with pickle.load: a restricted Unpickler refuses
-every global (only the protocol's own dicts, lists, tuples, strings, numbers, booleans and
-None are built), from at most DUMP_LIMIT bytes read through the files door.
+The dump is a pickle the server wrote. It is never unpickled with pickle.load: Python's own
+unpickler, restricted, refuses every global (only the protocol's own dicts, lists, tuples,
+strings, numbers, booleans and None are built), counts its opcodes against a budget and hashes
+only plain keys, from at most DUMP_LIMIT bytes read through the files door; what `behind` reads
+of it is then kept as plain values of bounded size (`_plain`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from __future__ import annotations
 import io
 import pickle
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
 from diagbench.jsonvalue import JSON
 from diagbench.records.parts import Behind
@@ -84,22 +87,94 @@ def _dump_names(flight: Folder) -> list[str]:
     return [n for n in flight.names() if n.startswith("rank_") and n[5:].isdigit()]
 
 
-class _Refusing(pickle.Unpickler):
-    """Builds only what the pickle protocol builds itself: no class, no function, no module."""
+MAX_OPS = 2_000_000  # a real 2000-entry dump with 30 frames each: 640k opcodes, under a second
+LOAD_S = 5.0  # a dump's load stops after this long
+_KEYS = (str, bytes, int, float, bool, type(None))  # hashed in constant or linear time
+_HASHING = {pickle.SETITEM[0], pickle.SETITEMS[0], pickle.DICT[0], pickle.ADDITEMS[0], pickle.FROZENSET[0]}
+
+
+def _step(code: int, load: Callable[[Any], None]) -> Callable[[Any], None]:
+    """One opcode, counted against MAX_OPS and LOAD_S; an opcode that hashes its items only
+    with plain keys: a tuple key shared through the memo is hashed in 2**depth steps, in C
+    (60 levels: a 300-byte dump hashed for ever, deaf to signals)."""
+
+    def step(self: _Refusing) -> None:
+        self.ops += 1
+        if self.ops > MAX_OPS or (self.ops % 4096 == 0 and time.monotonic() > self.deadline):
+            raise pickle.UnpicklingError(f"more than {MAX_OPS:,} opcodes or {LOAD_S:.0f} s")
+        if code in _HASHING:
+            items = self.stack[-2:-1] if code == pickle.SETITEM[0] else self.stack
+            keys = items[0::2] if code in (pickle.SETITEMS[0], pickle.DICT[0]) else items
+            if not all(type(k) in _KEYS for k in keys):
+                raise pickle.UnpicklingError("a key that is not a string or a number")
+        load(self)
+
+    return step
+
+
+class _Refusing(pickle._Unpickler):
+    """Builds only what the pickle protocol builds itself: no class, no function, no module.
+    Python's own unpickler (pickle._Unpickler), so that each opcode is counted and checked;
+    the C one cannot be bounded."""
+
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = {
+        code: _step(code, load) for code, load in pickle._Unpickler.dispatch.items()
+    }
+    stack: list[object]
+
+    def __init__(self, data: bytes):
+        super().__init__(io.BytesIO(data))
+        self.ops, self.deadline = 0, time.monotonic() + LOAD_S
 
     def find_class(self, module: str, name: str) -> type:
         raise pickle.UnpicklingError(f"the dump names {module}.{name}: a flight-recorder dump names nothing")
 
 
 def read_dump(data: bytes) -> dict[str, object]:
-    """One dump's top-level object; ValueError when it is not a dict of plain values."""
+    """One dump's top-level object, as plain bounded values (`_plain`); ValueError when it is
+    not a dict of plain values. Whatever the unpickler says of a hostile dump (a BUILD on a
+    dict is an AttributeError) is a ValueError: a dump never ends the attempt's record."""
     try:
-        found = _Refusing(io.BytesIO(data)).load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, MemoryError) as exc:
-        raise ValueError(f"not a flight-recorder dump: {exc}") from None
+        found = _Refusing(data).load()
+    except Exception as exc:  # noqa: BLE001 - every way a hostile pickle can fail to load
+        raise ValueError(f"not a flight-recorder dump: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(found, dict) or not isinstance(found.get("entries", []), list):
         raise ValueError("not a flight-recorder dump: no entries")
-    return found
+    return _plain(found)
+
+
+MAX_ENTRIES = 20_000  # ten times FlightRecorder's default ring; a dump's last ones are kept
+MAX_TEXT = 200  # characters of a name kept
+MAX_SEQ = 1 << 63  # a collective_seq_id is a C++ size_t
+
+
+def _plain(found: dict[object, object]) -> dict[str, object]:
+    """What `behind` reads of a dump, each value of the type it must have, bounded: a pickle's
+    memo can share one object so that showing it (str) would build 2**60 characters, a long
+    int of millions of digits cannot be shown at all, and a million entries are no ring."""
+    entries = found.get("entries")
+    kept = []
+    for entry in entries[-MAX_ENTRIES:] if isinstance(entries, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        seq, pg_id, group = entry.get("collective_seq_id"), entry.get("pg_id"), entry.get("process_group")
+        kept.append(
+            {
+                "collective_seq_id": seq if type(seq) is int and 0 <= seq < MAX_SEQ else None,
+                "pg_id": pg_id if type(pg_id) is int and 0 <= pg_id < MAX_SEQ else None,
+                "is_p2p": entry.get("is_p2p") is True,
+                "profiling_name": _text(entry.get("profiling_name")),
+                "process_group": tuple(_text(g) for g in group[:2])
+                if isinstance(group, (tuple, list))
+                else _text(group),
+            }
+        )
+    version = found.get("version")
+    return {"version": _text(version), "entries": kept}
+
+
+def _text(value: object) -> str | None:
+    return value[:MAX_TEXT] if isinstance(value, str) else None
 
 
 def read_dumps(folder: Path) -> tuple[dict[int, dict[str, object]], list[str]]:
