@@ -177,7 +177,7 @@ def classify(
     from diagbench.render.classify import classification_as
 
     shown = [(number, secrets.cut(text)) for number, text in shown]  # clipped at 300 characters
-    show(classification_as(result, TextOrJson.of(as_json), shown, given is not None))
+    show(classification_as(result, TextOrJson.of(as_json), shown, given is not None, out.width))
     raise typer.Exit(CLASSIFY_EXIT[result.outcome])
 
 

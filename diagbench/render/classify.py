@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -28,12 +29,21 @@ __all__ = [
 
 
 def classification_as(
-    result: Classification, format: TextOrJson, context: Sequence[tuple[int, str]] = (), given: bool = False
+    result: Classification,
+    format: TextOrJson,
+    context: Sequence[tuple[int, str]] = (),
+    given: bool = False,
+    width: int | None = None,
 ) -> Rendering:
-    """`classify`: the decision with its deciding line in `context`, or one JSON object (`--json`)."""
+    """`classify`: the decision (its sentences broken at words to `width`) with its deciding line in
+    `context` (the log's lines whole, as written), or one JSON object (`--json`)."""
+    from diagbench.render.fit import fit_lines
+
     match format:
         case TextOrJson.TEXT:
-            return Shown(lines=tuple(render_classification(result, context, given)))
+            lines = render_classification(result, context, given)
+            log = re.compile(r"^[> ] +\d+ \| ")  # a line of the log: whole, a reader greps for it
+            return Shown(lines=tuple(line if log.match(line) else fit_lines(line, width) for line in lines))
         case TextOrJson.JSON:
             return json.dumps(result.to_json()) + "\n"
         case _:

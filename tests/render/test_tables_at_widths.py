@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from rich.console import Console, RenderableType
 
@@ -69,7 +72,6 @@ def test_triage(width: int) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_signatures_keep_every_id_whole(width: int) -> None:
-    from pathlib import Path
 
     from diagbench.logs.signatures import builtin_packs, load_packs
     from diagbench.render.classify import render_signatures
@@ -139,3 +141,32 @@ def test_markdown_keeps_an_oom_line_through_what_is_free() -> None:
     )
     assert "1.02 GiB is free" in deciding_line(record, DOCUMENT_LINE_CHARS)
     assert "1.02 GiB is free" not in deciding_line(record)  # the terminal's tables still fit
+
+
+ROOT = Path(__file__).resolve().parents[2]
+LOG_LINE = re.compile(r"^[> ] +\d+ \| ")  # classify's lines of the log: whole, as written
+COMMAND_LINES = {
+    "plan": ("plan", "experiments/demo.yaml"),
+    "signatures": ("signatures",),
+    "remedies": ("remedies",),
+    "classify": ("classify", "tests/fixtures/sglang_capture_oom.log"),
+    "report": ("report", "runs/refserver-capture-h200"),
+    "diff": ("diff", "runs/refserver-capture-h200", "runs/refserver-capture-h200-fresh-caches"),
+    "isolate": ("isolate", "--dry-run", "--good", "A=0 python3 x.py", "--bad", "A=1 python3 x.py --flag"),
+}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("command", sorted(COMMAND_LINES))
+def test_each_commands_output_fits(command: str, width: int) -> None:
+    from conftest import run_cli
+
+    done = run_cli(*COMMAND_LINES[command], cwd=ROOT, columns=width)
+    assert done.returncode in (0, 1), done.stderr
+    path = str(ROOT / "runs" / "refserver-capture-h200")
+    long = [
+        line
+        for line in done.stdout.splitlines()
+        if len(line) > width and not LOG_LINE.match(line) and line.strip() != path
+    ]
+    assert not long, "\n".join(long)
