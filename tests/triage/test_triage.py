@@ -487,3 +487,10 @@ def test_a_triage_reports_html_counts_its_launches_draws_them_and_shows_code_as_
     assert "no-torch-compile" in matrix  # the remedies drawn as the matrix's cells
     assert "<code>- --enable-torch-compile</code> makes it come up" in page
     assert "`- --enable-torch-compile`" not in page
+
+
+def test_quiet_prints_only_the_final_answer(tmp_path):
+    done = diagbench("triage", CAPTURE, "--first", "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("triage: "), done.stdout  # no live lines before the answer
+    assert "recommended: " in done.stdout and "note:" not in done.stderr
