@@ -4,6 +4,8 @@ knows (`records.redact`, as every report blanks them), so a log read later shows
 
 from __future__ import annotations
 
+import io
+import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +15,8 @@ from pathlib import Path
 from diagbench.errors import UserError
 from diagbench.records.redact import Redactor, run_redactor
 from diagbench.records.store import load_run
-from diagbench.safefiles.reading import open_regular
+from diagbench.safefiles import Folder
+from diagbench.safetext import terminal
 
 __all__ = ["AttemptLog", "RunLogs", "log_lines", "logs_text", "run_logs"]
 
@@ -24,7 +27,7 @@ CHUNK = 1 << 16  # bytes read at a time: a log of any size is streamed, never he
 class AttemptLog:
     attempt: str
     label: str  # how it ended (`failed:oom`), or why there is no record
-    path: Path
+    run: Path  # the run's folder: the log is cells/<attempt>/server.log below it, no link followed
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ def run_logs(run: Path, attempt: str | None) -> RunLogs:
     loaded = load_run(run)
     labels = {r.attempt: r.label for r in loaded.records}
     names = list(dict.fromkeys([*(a.attempt for a in loaded.manifest.attempts), *labels]))
-    every = [AttemptLog(n, labels.get(n, "no record"), loaded.path / "cells" / n / "server.log") for n in names]
+    every = [AttemptLog(n, labels.get(n, "no record"), loaded.path) for n in names]
     if attempt is not None:
         every = _named(every, attempt, run)
     return RunLogs(tuple(every), run_redactor(loaded.manifest.spec_file))
@@ -56,16 +59,27 @@ def _named(every: list[AttemptLog], attempt: str, run: Path) -> list[AttemptLog]
 
 
 def log_lines(log: AttemptLog, redactor: Redactor, tail: int | None) -> Iterator[str]:
-    """The log's lines (the last `tail` of them), each blanked; none where the attempt never
-    launched (no server.log, or anything but a regular file)."""
-    try:
-        handle = open_regular(log.path)
-    except OSError:
+    """The log's lines (the last `tail` of them), each blanked and its control characters shown
+    as escapes (a server's ESC sequences never reach the terminal); none where the attempt never
+    launched (no server.log, or anything but a regular file in a real folder of the run: a cell
+    folder planted as a link, or an attempt named `../x` in an edited manifest, is not read)."""
+    handle = _open_log(log)
+    if handle is None:
         return
     with handle:
         lines = _lines(handle)
-        for line in deque(lines, maxlen=tail) if tail is not None else lines:
-            yield redactor.log(line)
+        for line in deque(lines, maxlen=min(tail, sys.maxsize)) if tail is not None else lines:
+            yield terminal(redactor.log(line))
+
+
+def _open_log(log: AttemptLog) -> BufferedReader | None:
+    if log.attempt in ("", ".", "..") or "/" in log.attempt or "\0" in log.attempt:
+        return None
+    try:
+        with Folder.open(log.run) as run, run.walk(("cells", log.attempt)) as cell:
+            return io.BufferedReader(io.FileIO(cell.open_file("server.log"), "rb"))
+    except OSError:
+        return None
 
 
 def _lines(handle: BufferedReader) -> Iterator[str]:
@@ -84,7 +98,7 @@ def logs_text(found: RunLogs, tail: int | None) -> Iterator[str]:
     size = 0
     for n, log in enumerate(found.logs):
         if len(found.logs) > 1:
-            piece.append(f"{chr(10) if n else ''}==> {log.attempt} ({log.label}) <==\n")
+            piece.append(f"{chr(10) if n else ''}==> {terminal(log.attempt)} ({terminal(log.label)}) <==\n")
         for line in log_lines(log, found.redactor, tail):
             piece.append(line)
             size += len(line)

@@ -72,8 +72,10 @@ def _without_secrets(argv: list[str], env: dict[str, str], notes: list[str]) -> 
         notes.append(f"{name} looks like a secret: left out of the spec; export it, the server inherits it")
     out = list(argv)
     for i, word in enumerate(out):
-        flag, eq, _ = word.partition("=")
-        if secret_flag(flag) and eq:
+        flag, eq, value = word.partition("=")
+        if (_ENV_WORD.match(word) and (secret_name(flag) or holds_secret(value))) or (
+            secret_flag(flag) and eq
+        ):  # env NAME=X, docker -e NAME=X
             out[i] = f"{flag}=<your secret>"
         elif secret_flag(word) and i + 1 < len(out):
             out[i + 1] = "<your secret>"
