@@ -73,9 +73,8 @@ def _without_secrets(argv: list[str], env: dict[str, str], notes: list[str]) -> 
     out = list(argv)
     for i, word in enumerate(out):
         flag, eq, value = word.partition("=")
-        if (_ENV_WORD.match(word) and (secret_name(flag) or holds_secret(value))) or (
-            secret_flag(flag) and eq
-        ):  # env NAME=X, docker -e NAME=X
+        named = _ENV_WORD.match(word) and (secret_name(flag) or holds_secret(value))  # env NAME=X, docker -e
+        if named or (secret_flag(flag) and eq):
             out[i] = f"{flag}=<your secret>"
         elif secret_flag(word) and i + 1 < len(out):
             out[i + 1] = "<your secret>"
