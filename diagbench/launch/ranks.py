@@ -126,7 +126,11 @@ def _program(argv: Sequence[str]) -> str:
     return _NUMBER.sub("N", "\0".join(argv))
 
 
+_RANK_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits ('²'.isdigit(), int() refuses it), a sane size
+
+
 def _int(text: str | None) -> int | None:
-    if text is None or not text.strip().isdigit():
+    """A variable's number; None for anything else: a process may set RANK to what it likes."""
+    if text is None or not _RANK_NUMBER.fullmatch(text.strip()):
         return None
     return int(text.strip())
