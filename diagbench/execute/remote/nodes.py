@@ -19,12 +19,14 @@ from diagbench.logs.ranks import node_prefix
 from diagbench.records.parts import NodeExit
 from diagbench.records.record import AttemptRecord
 from diagbench.records.typed import build
+from diagbench.safefiles import read_regular
 from diagbench.spec.load import ServerSpec
 from diagbench.vocab import Outcome
 
 __all__ = ["NODES_FILE", "Merge", "read_nodes", "rendezvous_env", "spanned", "with_nodes"]
 
 NODES_FILE = "nodes.json"  # cells/<attempt>/nodes.json: each node's process, written by the span
+NODES_LIMIT = 1 << 20  # a nodes.json of 10,000 nodes is a few hundred kB
 LONG_LINE = 1 << 20  # a node's line longer than this is passed on in parts (memory stays flat)
 
 
@@ -92,9 +94,9 @@ def with_nodes(record: AttemptRecord, folder: Path) -> AttemptRecord:
 def read_nodes(path: Path) -> tuple[tuple[NodeExit, ...], int | None] | None:
     """A span's nodes.json; None if it wrote none (or wrote it wrong: then the record goes without)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, NODES_LIMIT).decode("utf-8"))  # a FIFO or a link there is no record
         nodes = tuple(build(NodeExit, n, f"nodes[{i}].") for i, n in enumerate(data["nodes"]))
     except (OSError, ValueError, KeyError, TypeError, RecordError):
         return None
     first = data.get("first")
-    return nodes, first if isinstance(first, int) and 0 <= first < len(nodes) else None
+    return nodes, first if type(first) is int and 0 <= first < len(nodes) else None
