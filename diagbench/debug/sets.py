@@ -184,15 +184,34 @@ def _options(src: Src) -> Mapping[str, str]:
     return out
 
 
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "env", "busybox"})
+_SHELLS = frozenset(
+    {
+        "sh",
+        "ash",
+        "bash",
+        "rbash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "pdksh",
+        "yash",
+        "fish",
+        "csh",
+        "tcsh",
+        "env",
+        "busybox",
+    }
+)
 
 
 def _wrapper(src: Src) -> tuple[str, ...]:
     """A tool the command runs under (compute-sanitizer), never a shell: diagbench runs none unasked."""
     words = _words(src)
-    if words[0].rsplit("/", 1)[-1] in _SHELLS:
+    shell = next((w for w in words if w.rsplit("/", 1)[-1] in _SHELLS), None)  # nice sh -c: a shell too
+    if shell is not None:
         raise src.error(
-            f"{words[0]} is a shell, not a tool that runs the command",
+            f"{shell} is a shell, not a tool that runs the command",
             "a wrapper is a program such as compute-sanitizer; diagbench runs no shell unless a spec says shell: true",
         )
     return words
