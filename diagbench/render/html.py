@@ -268,6 +268,7 @@ def _attempt_row(view: RunView, r: AttemptRecord, scale: Scale) -> Html:
 def _detail(view: RunView, r: AttemptRecord) -> Html:
     facts = [
         ("reason", r.reason or "-"),
+        *([("first failed", f"rank {r.first_failed_rank}")] if r.first_failed_rank is not None else []),
         ("signature", r.signature or "-"),
         ("phases", " → ".join(f"{p.name} {p.at_s:.2f} s" for p in r.phases) or r.phase or "-"),
         ("exit", _exit(r)),
@@ -319,9 +320,10 @@ def _around(path: Path, line_no: int) -> list[tuple[int | None, str]]:
 
 
 def _deciding(r: AttemptRecord) -> str:
+    first = f"rank {r.first_failed_rank} failed first: " if r.first_failed_rank is not None else ""
     if r.evidence is not None:
-        return f"{r.label}: L{r.evidence.line_no}: {_clip(r.evidence.text)}"
-    return f"{r.label}: {r.reason}"
+        return f"{r.label}: {first}L{r.evidence.line_no}: {_clip(r.evidence.text)}"
+    return f"{r.label}: {first}{r.reason}"
 
 
 def _clip(text: str) -> str:

@@ -39,3 +39,9 @@ def test_the_report_says_rank_3_failed_first(ranks_run: Path, fmt: str) -> None:
 def test_the_issue_says_rank_3_failed_first(ranks_run: Path) -> None:
     done = run_cli("report", str(ranks_run), "--format", "issue", cwd=ranks_run.parent)
     assert "Rank 3 failed first; the other ranks' errors are its fallout." in done.stdout
+
+
+def test_the_html_report_names_rank_3_first(ranks_run: Path) -> None:
+    page = (ranks_run / "report.html").read_text()
+    assert "rank 3 failed first: L17: rank3: ModuleNotFoundError" in page  # the attempt's deciding line
+    assert "<dt>first failed</dt><dd>rank 3</dd>" in page
