@@ -21,6 +21,7 @@ from diagbench.safetext import terminal
 __all__ = ["AttemptLog", "RunLogs", "log_lines", "logs_text", "run_logs"]
 
 CHUNK = 1 << 16  # bytes read at a time: a log of any size is streamed, never held whole
+LONG_LINE = 1 << 20  # a line longer than this is shown in parts (memory stays flat)
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,29 @@ def _open_log(log: AttemptLog) -> BufferedReader | None:
 
 
 def _lines(handle: BufferedReader) -> Iterator[str]:
-    rest = b""
+    """Each line, a line longer than LONG_LINE in parts of that size: a log of one line (a
+    progress bar that writes only \r) is streamed, never joined whole (that was quadratic:
+    200 MB took minutes)."""
+    pending: list[bytes] = []
+    size = 0
     while chunk := handle.read(CHUNK):
-        *whole, rest = (rest + chunk).split(b"\n")
-        yield from (w.decode("utf-8", errors="replace") + "\n" for w in whole)
-    if rest:
-        yield rest.decode("utf-8", errors="replace") + "\n"
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            pending.append(chunk[start:end])
+            yield _decoded(pending)
+            pending, size, start = [], 0, end + 1
+        if start < len(chunk):
+            pending.append(chunk[start:])
+            size += len(chunk) - start
+        if size >= LONG_LINE:
+            yield _decoded(pending)
+            pending, size = [], 0
+    if pending:
+        yield _decoded(pending)
+
+
+def _decoded(parts: list[bytes]) -> str:
+    return b"".join(parts).decode("utf-8", errors="replace") + "\n"
 
 
 def logs_text(found: RunLogs, tail: int | None) -> Iterator[str]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import run_cli
@@ -63,3 +65,17 @@ def test_init_writes_and_prints_no_secret_given_as_a_word_of_the_command(tmp_pat
     command = yaml.safe_load(made.stdout)["server"]["command"]
     assert "HF_TOKEN=<your secret>" in command and "SECRET_KEY=<your secret>" in command
     assert "HF_TOKEN: its secret value is not written" in made.stderr
+
+
+def test_logs_streams_a_log_of_one_huge_line(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    cell = json.loads((run / "manifest.json").read_text())["attempts"][0]["attempt"]
+    with open(run / "cells" / cell / "server.log", "wb") as log:  # a progress bar that never wrote \n
+        for _ in range(100):
+            log.write(b"\r" + b"7" * ((1 << 20) - 1))
+    try:
+        shown = run_cli("logs", str(run), cell[:3], "--tail", "1", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("logs --tail 1 of a 100 MB line took over 30 s")
+    assert shown.returncode == 0, shown.stderr
+    assert (1 << 20) <= len(shown.stdout) <= 3 << 20  # a part of the line, its \r shown as an escape
