@@ -125,6 +125,11 @@ def parse_range(where: str, text: str) -> tuple[int, int]:
     found = _RANGE.match(text)
     if not found:
         raise UserError(f"{where}: expected a range of whole numbers LO..HI, e.g. 1..64 (got '{text}')")
+    for word in (found[1], found[2]):  # int() refuses 4,300 digits and more: say it here
+        if len(word.lstrip("+-").lstrip("0")) > len(str(INT64)):
+            raise UserError(
+                f"{where}: {word[:24]}... is beyond a 64-bit integer (at most {INT64}): a server could not read it"
+            )
     lo, hi = int(found[1]), int(found[2])
     for bound in (lo, hi):
         if abs(bound) > INT64:
