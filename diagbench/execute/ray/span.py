@@ -27,6 +27,7 @@ from typing import Any
 
 from diagbench.execute.ray.node import NodeProcess
 from diagbench.execute.remote.nodes import Merge, rendezvous_env
+from diagbench.safefiles import write_file
 
 __all__ = ["main"]
 
@@ -148,9 +149,7 @@ class _Span:
         return 128 - code if code is not None and code < 0 else int(code or 0)
 
     def _write(self, nodes: list[dict[str, Any]]) -> None:
-        record = Path(self.args.record)
-        record.with_suffix(".tmp").write_text(json.dumps({"first": self.first, "nodes": nodes}), encoding="utf-8")
-        record.with_suffix(".tmp").rename(record)
+        write_file(Path(self.args.record), json.dumps({"first": self.first, "nodes": nodes}).encode())
 
     def _node(self, k: int, code: int | None, at: float | None) -> dict[str, Any]:
         place = self.places[k] if k < len(self.places) else {}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import re
 import select
@@ -36,8 +37,11 @@ from diagbench.errors import LaunchError
 from diagbench.execute.remote.nodes import Merge, rendezvous_env
 from diagbench.launch.process import Launch, ServerProcess, stop_tree
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
+from diagbench.safefiles import read_regular, write_file
 
 __all__ = ["main", "split_label"]
+
+NODE_LIMIT = 1 << 16  # a node's <k>.json: pid, exit, signal, host, time
 
 _LABEL = re.compile(rb"^ *(\d{1,5}): ")  # srun --label: the task's number, padded to the widest
 LOOK_EVERY_S = 0.2
@@ -141,7 +145,7 @@ class _Span:
         ]
         for k in range(self.args.nodes):
             try:
-                seen = json.loads((self.folder / f"{k}.json").read_text(encoding="utf-8"))
+                seen = json.loads(read_regular(self.folder / f"{k}.json", NODE_LIMIT))  # the server can plant one
             except (OSError, ValueError):
                 continue
             if isinstance(seen, dict):
@@ -149,7 +153,8 @@ class _Span:
                 nodes[k]["node_id"] = str(seen.get("host") or "")
         for node in nodes:
             ended = node.pop("ended_at", None)
-            node["exited_s"] = round(ended - self.started, 3) if isinstance(ended, (int, float)) else None
+            finite = isinstance(ended, (int, float)) and math.isfinite(ended)  # Infinity is no JSON to write
+            node["exited_s"] = round(ended - self.started, 3) if finite else None
         return nodes
 
     def _first(self) -> int | None:
@@ -158,9 +163,7 @@ class _Span:
         return int(min(ended, key=lambda n: n["exited_s"])["node"]) if ended else None
 
     def _write(self, first: int | None = None) -> None:
-        record = Path(self.args.record)
-        record.with_suffix(".tmp").write_text(json.dumps({"first": first, "nodes": self._nodes()}), encoding="utf-8")
-        record.with_suffix(".tmp").rename(record)
+        write_file(Path(self.args.record), json.dumps({"first": first, "nodes": self._nodes()}).encode())
 
 
 def _task(args: argparse.Namespace) -> int:
@@ -202,9 +205,7 @@ def _leave(folder: Path, node: int, pid: int | None, code: int | None) -> None:
         "host": socket.gethostname(),
         "ended_at": time.time(),
     }
-    part = folder / f".{node}.json.tmp"
-    part.write_text(json.dumps(seen), encoding="utf-8")
-    part.rename(folder / f"{node}.json")
+    write_file(folder / f"{node}.json", json.dumps(seen).encode())  # replaced whole, never through a link
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
