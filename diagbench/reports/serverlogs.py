@@ -5,6 +5,7 @@ knows (`records.redact`, as every report blanks them), so a log read later shows
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections import deque
 from collections.abc import Iterator
@@ -68,9 +69,22 @@ def log_lines(log: AttemptLog, redactor: Redactor, tail: int | None) -> Iterator
     if handle is None:
         return
     with handle:
-        lines = _lines(handle)
+        lines = _lines(handle) if tail is None else _tail_lines(handle, tail)
         for line in deque(lines, maxlen=min(tail, sys.maxsize)) if tail is not None else lines:
             yield terminal(redactor.log(line))
+
+
+def _tail_lines(handle: BufferedReader, tail: int) -> Iterator[str]:
+    """The lines of the file's end that can hold the last `tail` (each shown line is at most
+    LONG_LINE + CHUNK bytes): `--tail 5` of a 1 TB file (sparse, planted) reads 5 MiB, not all."""
+    size = os.fstat(handle.fileno()).st_size
+    start = max(0, size - min(tail + 1, size) * (LONG_LINE + CHUNK))
+    if start == 0:
+        return _lines(handle)
+    handle.seek(start)
+    lines = _lines(handle)
+    next(lines, None)  # a line cut by the seek
+    return lines
 
 
 def _open_log(log: AttemptLog) -> BufferedReader | None:

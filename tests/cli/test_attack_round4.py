@@ -4,6 +4,7 @@ server's bytes, a pasted command line; each case failed before its fix."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -78,4 +79,19 @@ def test_logs_streams_a_log_of_one_huge_line(tmp_path: Path) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("logs --tail 1 of a 100 MB line took over 30 s")
     assert shown.returncode == 0, shown.stderr
-    assert (1 << 20) <= len(shown.stdout) <= 3 << 20  # a part of the line, its \r shown as an escape
+    assert 0 < len(shown.stdout) <= 3 << 20 and set(shown.stdout) <= set("7\\x0d\n")  # a part of the line
+
+
+def test_logs_tail_of_a_huge_sparse_log_reads_only_its_end(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    cell = json.loads((run / "manifest.json").read_text())["attempts"][0]["attempt"]
+    with open(run / "cells" / cell / "server.log", "wb") as log:
+        log.truncate(1 << 40)  # 1 TB of NUL, in no block of the disk
+        log.seek(0, os.SEEK_END)
+        log.write(b"\nthe line before the end\nthe last line\n")
+    try:
+        shown = run_cli("logs", str(run), cell[:3], "--tail", "2", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("logs --tail 2 of a 1 TB log read all of it")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == "the line before the end\nthe last line\n"
