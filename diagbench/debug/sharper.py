@@ -19,6 +19,7 @@ from pathlib import Path
 
 from diagbench.debug.sets import DebugSet
 from diagbench.jsonvalue import JSON
+from diagbench.logs.guard import Guarded
 from diagbench.logs.lines import clean, read_blocks, split_lines
 from diagbench.records.record import AttemptRecord
 from diagbench.safefiles import open_regular
@@ -87,10 +88,11 @@ def find_sharper(
 
 def _found(log: Path, line_no: int, debug_set: DebugSet) -> Sharper | None:
     """The set's line nearest the failure (`last` before it) or its first (`first`); else its first after."""
-    patterns = [re.compile(p) for p in debug_set.finds]
+    # a user's pattern over a server's line: budgeted (logs/guard.py), `(a+)+$` never freezes the run
+    patterns = [Guarded(p.encode(), f"{debug_set.origin}: finds {p!r}") for p in debug_set.finds]
     chosen: tuple[int, str] | None = None
     for number, text in numbered_lines(log, line_no + AFTER):
-        if not any(p.search(text) for p in patterns):
+        if not any(p.search(text.encode()) for p in patterns):
             continue
         if number > line_no:
             chosen = chosen or (number, text)
