@@ -239,7 +239,7 @@ def _spec_to_run(spec: Path | None, resume: Path | None, failed: Path | None = N
     if failed is not None:
         if resume is not None:
             raise UserError("--failed starts a new run and --resume finishes one: give one of them")
-        return failed_spec(failed, load_spec(spec) if spec is not None else recorded_spec(failed))
+        return failed_spec(failed, load_spec(spec) if spec is not None else recorded_spec(failed, "--failed"))
     if spec is not None:
         return load_spec(spec)
     if resume is not None:

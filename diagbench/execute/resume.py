@@ -17,12 +17,13 @@ from diagbench.vocab import Outcome
 __all__ = ["RunFlags", "check_same_spec", "nothing_to_resume", "recorded_spec", "resumed_flags"]
 
 
-def recorded_spec(run: Path) -> Spec:
+def recorded_spec(run: Path, flag: str = "--resume") -> Spec:
     """The spec a run was started with, from the text its manifest keeps (and where that file was,
-    so relative paths in it resolve as they did)."""
+    so relative paths in it resolve as they did); `flag` the option that named the run (the fix
+    said: `run SPEC --failed RUN` for --failed)."""
     manifest = load_run(run).manifest
     text, where = manifest.spec_text, manifest.spec_file or manifest.spec.get("path")
-    again = f"diagbench run SPEC --resume {shlex.quote(str(run))}"
+    again = f"diagbench run SPEC {flag} {shlex.quote(str(run))}"
     if text is None or not isinstance(where, str):
         raise RunDirError(f"{run}: its manifest keeps no spec text; give the spec again: {again}")
     spec = load_spec(Path(where), text)

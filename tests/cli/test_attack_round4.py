@@ -95,3 +95,13 @@ def test_logs_tail_of_a_huge_sparse_log_reads_only_its_end(tmp_path: Path) -> No
         pytest.fail("logs --tail 2 of a 1 TB log read all of it")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == "the line before the end\nthe last line\n"
+
+
+def test_run_failed_of_a_manifest_without_its_spec_says_the_fix_with_failed(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["spec_text"] = 7  # a hand-edited manifest
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    done = run_cli("run", "--failed", str(run), "--runs-dir", str(tmp_path / "again"), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"give the spec again: diagbench run SPEC --failed {run}" in done.stderr
