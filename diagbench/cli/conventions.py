@@ -109,7 +109,7 @@ UsageError: type[Exception] = typer.BadParameter.__mro__[1]
 
 def _whole_option_names() -> None:
     """Help text wrapped at spaces only: click's wrapper also breaks after a hyphen inside a word,
-    and `-h` showed `(--slurm-` / `arg=--qos=high)` and `[default: no-fresh-` / `caches]`, names
+    and `-h` showed `(--KIND-` / `arg=...)` and `[default: no-fresh-` / `caches]`, names
     no one can copy. click's `wrap_text` takes its TextWrapper from `_textwrap` when called."""
     import importlib
 

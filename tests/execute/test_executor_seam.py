@@ -104,7 +104,8 @@ def test_an_attempt_spanning_nodes_needs_a_kind_that_places_nodes(tmp_path: Path
     with pytest.raises(UserError) as caught:
         requested(spec, ExecutorSpec(), None)
     assert str(caught.value) == (
-        "server.nodes: 2: --executor local runs each attempt on one host; an attempt that spans nodes needs --executor ray"
+        "server.nodes: 2: --executor local runs each attempt on one host; an attempt that spans nodes needs "
+        "--executor slurm or --executor ray"
     )
     bad = write_spec(tmp_path, {"command": fake_command(), "nodes": 0})
     with pytest.raises(

@@ -1,5 +1,5 @@
 """What every executor that spans nodes shares (`server.nodes: N`): the process launched in the
-server's place (a *span*: execute/ray/span.py, execute/slurm/span.py), the rendezvous variables
+server's place (a *span*, each spanning plugin's own), the rendezvous variables
 each node's process is given, one log merged from the nodes' output behind their node prefix
 (`[node N] `, logs/ranks.py), and the nodes' exits the span leaves in `cells/<attempt>/nodes.json`
 for the record."""
