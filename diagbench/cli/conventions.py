@@ -121,7 +121,7 @@ def _whole_option_names() -> None:
     class WholeWords(wrapper):  # type: ignore[misc, valid-type]  # click's own, found at run time
         whole_words = True
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **{**kwargs, "break_on_hyphens": False})
 
     setattr(textwrap, "TextWrapper", WholeWords)  # noqa: B010  # a module found at run time

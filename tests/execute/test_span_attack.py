@@ -48,7 +48,7 @@ def test_a_node_file_planted_as_a_fifo_or_with_an_infinite_time_is_read_as_nothi
     code = (
         "import argparse, json, sys; from diagbench.execute.slurm import span; "
         "s = span._Span(argparse.Namespace(record=sys.argv[1], nodes=2, grace=1.0, argv=['true'])); "
-        "print(json.dumps(s._nodes(), allow_nan=False))"
+        "print(json.dumps([n.to_json() for n in s._nodes()], allow_nan=False))"
     )
     try:
         done = subprocess.run(

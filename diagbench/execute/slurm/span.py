@@ -30,11 +30,12 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from diagbench.errors import LaunchError
 from diagbench.execute.remote.nodes import Merge, rendezvous_env
+from diagbench.jsonvalue import JSON, JSONObject, as_object
 from diagbench.launch.process import Launch, ServerProcess, stop_tree
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
 from diagbench.safefiles import read_regular, write_file
@@ -54,6 +55,41 @@ def split_label(line: bytes) -> tuple[int | None, bytes]:
     """(the task of an `srun --label` line, the line without its label); (None, line) for srun's own."""
     found = _LABEL.match(line)
     return (int(found.group(1)), line[found.end() :]) if found else (None, line)
+
+
+@dataclass
+class _Node:
+    """One node's process as its task left it (`nodes/<N>.json`), checked field by field."""
+
+    node: int
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    exited_s: float | None = None
+    host: str = ""
+
+    def read(self, seen: JSONObject, started: float) -> None:
+        self.pid, self.exit_code = _whole(seen.get("pid")), _whole(seen.get("exit_code"))
+        name, host, ended = seen.get("signal"), seen.get("host"), seen.get("ended_at")
+        self.signal = name if isinstance(name, str) and name in signal.Signals.__members__ else None
+        self.host = host[:255] if isinstance(host, str) else ""
+        if isinstance(ended, (int, float)) and not isinstance(ended, bool) and math.isfinite(ended):
+            self.exited_s = round(ended - started, 3)  # Infinity is no JSON to write
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "node": self.node,
+            "pid": self.pid,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "exited_s": self.exited_s,
+            "node_id": self.host,
+            "host": self.host,
+        }
+
+
+def _whole(value: JSON) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 31 else None
 
 
 class _Span:
@@ -102,7 +138,9 @@ class _Span:
             code = step.exit_code()
             return 128 + signal.SIGTERM if code is None or self.stop.is_set() else abs(code)
         node = self._nodes()[first]
-        return int(node["exit_code"]) if node["exit_code"] is not None else 128 + signal.Signals[node["signal"]]
+        if node.exit_code is not None:
+            return node.exit_code
+        return 128 + (signal.Signals[node.signal] if node.signal is not None else signal.SIGTERM)
 
     def _stop_step(self, step: ServerProcess) -> None:
         """Every node's tree stopped on its grace: a stop file the tasks look for (a signal to srun
@@ -138,32 +176,25 @@ class _Span:
                 self.merge.feed(task, b"", text + b"\n", final=False)
         return buf[cut:]
 
-    def _nodes(self) -> list[dict[str, Any]]:
-        nodes: list[dict[str, Any]] = [
-            {"node": k, "pid": None, "exit_code": None, "signal": None, "exited_s": None, "node_id": "", "host": ""}
-            for k in range(self.args.nodes)
-        ]
-        for k in range(self.args.nodes):
-            try:
-                seen = json.loads(read_regular(self.folder / f"{k}.json", NODE_LIMIT))  # the server can plant one
+    def _nodes(self) -> list[_Node]:
+        nodes = [_Node(k) for k in range(self.args.nodes)]
+        for node in nodes:
+            try:  # the server can plant one: read through the files door, every field checked
+                seen = as_object(json.loads(read_regular(self.folder / f"{node.node}.json", NODE_LIMIT)))
             except (OSError, ValueError):
                 continue
-            if isinstance(seen, dict):
-                nodes[k].update({key: seen.get(key) for key in ("pid", "exit_code", "signal", "host", "ended_at")})
-                nodes[k]["node_id"] = str(seen.get("host") or "")
-        for node in nodes:
-            ended = node.pop("ended_at", None)
-            finite = isinstance(ended, (int, float)) and math.isfinite(ended)  # Infinity is no JSON to write
-            node["exited_s"] = round(ended - self.started, 3) if finite else None
+            if seen is not None:
+                node.read(seen, self.started)
         return nodes
 
     def _first(self) -> int | None:
         """The node whose process ended first, once one has."""
-        ended = [n for n in self._nodes() if n["exited_s"] is not None]
-        return int(min(ended, key=lambda n: n["exited_s"])["node"]) if ended else None
+        ended = [(n.exited_s, n.node) for n in self._nodes() if n.exited_s is not None]
+        return min(ended)[1] if ended else None
 
     def _write(self, first: int | None = None) -> None:
-        write_file(Path(self.args.record), json.dumps({"first": first, "nodes": self._nodes()}).encode())
+        nodes = [n.to_json() for n in self._nodes()]
+        write_file(Path(self.args.record), json.dumps({"first": first, "nodes": nodes}).encode())
 
 
 def _task(args: argparse.Namespace) -> int:
