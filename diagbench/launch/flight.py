@@ -29,7 +29,7 @@ import pickle
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, cast
 
 from diagbench.jsonvalue import JSON
 from diagbench.records.parts import Behind
@@ -93,12 +93,13 @@ _KEYS = (str, bytes, int, float, bool, type(None))  # hashed in constant or line
 _HASHING = {pickle.SETITEM[0], pickle.SETITEMS[0], pickle.DICT[0], pickle.ADDITEMS[0], pickle.FROZENSET[0]}
 
 
-def _step(code: int, load: Callable[[Any], None]) -> Callable[[Any], None]:
+def _step(code: int, load: Callable[[pickle.Unpickler], None]) -> Callable[[pickle.Unpickler], None]:
     """One opcode, counted against MAX_OPS and LOAD_S; an opcode that hashes its items only
     with plain keys: a tuple key shared through the memo is hashed in 2**depth steps, in C
     (60 levels: a 300-byte dump hashed for ever, deaf to signals)."""
 
-    def step(self: _Refusing) -> None:
+    def step(unpickler: pickle.Unpickler) -> None:
+        self = cast(_Refusing, unpickler)  # the table is _Refusing's own
         self.ops += 1
         if self.ops > MAX_OPS or (self.ops % 4096 == 0 and time.monotonic() > self.deadline):
             raise pickle.UnpicklingError(f"more than {MAX_OPS:,} opcodes or {LOAD_S:.0f} s")
@@ -107,7 +108,7 @@ def _step(code: int, load: Callable[[Any], None]) -> Callable[[Any], None]:
             keys = items[0::2] if code in (pickle.SETITEMS[0], pickle.DICT[0]) else items
             if not all(type(k) in _KEYS for k in keys):
                 raise pickle.UnpicklingError("a key that is not a string or a number")
-        load(self)
+        load(unpickler)
 
     return step
 
@@ -117,7 +118,7 @@ class _Refusing(pickle._Unpickler):
     Python's own unpickler (pickle._Unpickler), so that each opcode is counted and checked;
     the C one cannot be bounded."""
 
-    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = {
+    dispatch: ClassVar[dict[int, Callable[[pickle.Unpickler], None]]] = {
         code: _step(code, load) for code, load in pickle._Unpickler.dispatch.items()
     }
     stack: list[object]

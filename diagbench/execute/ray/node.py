@@ -38,7 +38,7 @@ class NodeProcess:
         self.exited_at: float | None = None
         start_watchdog()  # this actor's own: if Ray kills it, its tree on this node is stopped
 
-    def where(self) -> dict[str, Any]:
+    def where(self) -> dict[str, str]:
         """This node: its address (the rendezvous's MASTER_ADDR for node 0), Ray's node id, host name."""
         import ray
 

@@ -23,10 +23,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from diagbench.execute.ray.node import NodeProcess
 from diagbench.execute.remote.nodes import Merge, rendezvous_env
+from diagbench.jsonvalue import JSON
 from diagbench.safefiles import write_file
 
 __all__ = ["main"]
@@ -45,7 +47,7 @@ class _Span:
         self.first_lock = threading.Lock()
         self.merge = Merge()
         self.actors: list[Any] = []
-        self.places: list[dict[str, Any]] = []
+        self.places: list[dict[str, str]] = []  # each node's ip, node_id and host (NodeProcess.where)
         self.pids: list[int | None] = []
         self.started = time.time()
 
@@ -136,11 +138,11 @@ class _Span:
                 return data, ended
         return data, False
 
-    def _stop_nodes(self, ray: Any) -> None:
+    def _stop_nodes(self, ray: ModuleType) -> None:
         grace = max(0.5, self.args.grace - STOP_MARGIN_S)
         ray.get([a.stop.remote(grace) for a in self.actors], timeout=grace + 30)
 
-    def _exit_code(self, ray: Any) -> int:
+    def _exit_code(self, ray: ModuleType) -> int:
         exits = ray.get([a.exit.remote() for a in self.actors])
         self._write([self._node(k, code, at) for k, (code, at) in enumerate(exits)])
         if self.first is None:
@@ -148,10 +150,10 @@ class _Span:
         code = exits[self.first][0]
         return 128 - code if code is not None and code < 0 else int(code or 0)
 
-    def _write(self, nodes: list[dict[str, Any]]) -> None:
+    def _write(self, nodes: list[dict[str, JSON]]) -> None:
         write_file(Path(self.args.record), json.dumps({"first": self.first, "nodes": nodes}).encode())
 
-    def _node(self, k: int, code: int | None, at: float | None) -> dict[str, Any]:
+    def _node(self, k: int, code: int | None, at: float | None) -> dict[str, JSON]:
         place = self.places[k] if k < len(self.places) else {}
         return {
             "node": k,
