@@ -149,7 +149,8 @@ def test_the_environment_is_in_the_manifest_and_diff_names_the_upgrade(env_cache
     assert versions["packaging"] == "21.3" and versions["six"] == "1.15.0"
     argv = [sys.executable, "-m", "diagbench", "diff", *map(str, runs)]
     diff = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    underneath = next(line for line in diff.stdout.splitlines() if line.startswith("underneath: "))
+    start = diff.stdout.index("underneath: ")
+    underneath = " ".join(diff.stdout[start : diff.stdout.index("REGRESSION", start)].split())  # fitted to 80 columns
     assert "packaging 21.3 -> 22.0" in underneath and "six 1.15.0 -> 1.16.0" in underneath
     assert "REGRESSION cell a=1: ready -> failed:import_error" in diff.stdout
     assert diff.stdout.index("underneath:") < diff.stdout.index("REGRESSION")
