@@ -31,7 +31,9 @@ def with_cause(record: AttemptRecord, log: Path, stats: LogStats) -> AttemptReco
     got = refine(first, causes, record.log_lines) if record.evidence else replace(first, cause=root_of(causes))
     if got.cause is None:
         return replace(record, first_failed_rank=got.first_failed_rank)
-    if record.outcome is Outcome.CRASHED:  # it exited before ready: its class stays as the watch said
+    if record.outcome is Outcome.CRASHED or (record.evidence is not None and record.evidence.line_no == 0):
+        # it exited before ready, or a death in its tree decided (the kernel's word, not a line):
+        # its class stays as the watch said; what the log's ranks said after it is their fallout
         return replace(record, cause=RootCause.of(got.cause), first_failed_rank=got.first_failed_rank)
     return replace(
         record,
