@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from diagbench.execute.ray.node import NodeProcess
-from diagbench.execute.remote.nodes import Merge, rendezvous_env
+from diagbench.execute.remote.nodes import Merge, parse_span, rendezvous_env
 from diagbench.jsonvalue import JSON
 from diagbench.safefiles import write_file
 
@@ -167,17 +167,7 @@ class _Span:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m diagbench.execute.ray.span")
-    parser.add_argument("--nodes", type=int, required=True)
-    parser.add_argument("--gpus", type=int, default=0)
-    parser.add_argument("--grace", type=float, default=10.0)
-    parser.add_argument("--record", required=True)
-    parser.add_argument("argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    args.argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if args.nodes < 1 or not args.argv:
-        parser.error("--nodes N (1 or more) and the command after --")
-    return args
+    return parse_span("diagbench.execute.ray.span", argv, ("--gpus", {"type": int, "default": 0}))
 
 
 def main(argv: list[str]) -> int:

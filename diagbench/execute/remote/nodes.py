@@ -6,6 +6,7 @@ for the record."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import shlex
@@ -23,7 +24,7 @@ from diagbench.safefiles import read_regular
 from diagbench.spec.load import ServerSpec
 from diagbench.vocab import Outcome
 
-__all__ = ["NODES_FILE", "Merge", "read_nodes", "rendezvous_env", "spanned", "with_nodes"]
+__all__ = ["NODES_FILE", "Merge", "parse_span", "read_nodes", "rendezvous_env", "spanned", "with_nodes"]
 
 NODES_FILE = "nodes.json"  # cells/<attempt>/nodes.json: each node's process, written by the span
 NODES_LIMIT = 1 << 20  # a nodes.json of 10,000 nodes is a few hundred kB
@@ -100,3 +101,19 @@ def read_nodes(path: Path) -> tuple[tuple[NodeExit, ...], int | None] | None:
         return None
     first = data.get("first")
     return nodes, first if type(first) is int and 0 <= first < len(nodes) else None
+
+
+def parse_span(module: str, argv: list[str], *more: tuple[str, dict[str, object]]) -> argparse.Namespace:
+    """A span's command line: `--nodes N --grace S --record FILE [its own options] -- ARGV`."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument("--grace", type=float, default=10.0)
+    parser.add_argument("--record", required=True)
+    for flag, options in more:
+        parser.add_argument(flag, **options)  # type: ignore[arg-type]  # argparse's keywords, as given
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    args.argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if args.nodes < 1 or not args.argv:
+        parser.error("--nodes N (1 or more) and the command after --")
+    return args

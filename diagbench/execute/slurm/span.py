@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagbench.errors import LaunchError
-from diagbench.execute.remote.nodes import Merge, rendezvous_env
+from diagbench.execute.remote.nodes import Merge, parse_span, rendezvous_env
 from diagbench.jsonvalue import JSON, JSONObject, as_object
 from diagbench.launch.process import Launch, ServerProcess, stop_tree
 from diagbench.launch.tags import Tag, current_scope, me, new_nonce
@@ -240,19 +240,13 @@ def _leave(folder: Path, node: int, pid: int | None, code: int | None) -> None:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m diagbench.execute.slurm.span")
-    parser.add_argument("--nodes", type=int, required=True)
-    parser.add_argument("--grace", type=float, default=10.0)
-    parser.add_argument("--record", required=True)
-    parser.add_argument("--task", action="store_true")  # srun's task on one node
-    parser.add_argument("--master", default="")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    args.argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if args.nodes < 1 or not args.argv:
-        parser.error("--nodes N (1 or more) and the command after --")
-    return args
+    return parse_span(
+        "diagbench.execute.slurm.span",
+        argv,
+        ("--task", {"action": "store_true"}),  # srun's task on one node
+        ("--master", {"default": ""}),
+        ("--port", {"type": int, "default": 0}),
+    )
 
 
 def main(argv: list[str]) -> int:
