@@ -5,6 +5,7 @@ every file the span writes is replaced whole, never written through a link."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -59,3 +60,18 @@ def test_a_node_file_planted_as_a_fifo_or_with_an_infinite_time_is_read_as_nothi
     assert done.returncode == 0, done.stderr
     nodes = json.loads(done.stdout)
     assert nodes[0]["pid"] is None and nodes[1]["pid"] == 9 and nodes[1]["exited_s"] is None
+
+
+def test_the_stop_request_is_never_written_through_a_planted_link(tmp_path: Path) -> None:
+    found = _span(tmp_path, 1)
+    target = tmp_path / "created-through-the-link"
+    (found.folder / span.STOP_FILE).symlink_to(target)  # dangling: touch() would create its target
+
+    class Ended:
+        def exit_code(self) -> int:
+            return 0
+
+    with contextlib.suppress(Exception):  # stop_tree of a stand-in step: only the stop file matters here
+        found._stop_step(Ended())  # type: ignore[arg-type]
+    assert not target.exists()
+    assert (found.folder / span.STOP_FILE).is_file() and not (found.folder / span.STOP_FILE).is_symlink()

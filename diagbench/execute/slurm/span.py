@@ -147,7 +147,7 @@ class _Span:
         cancels the step, or reaches every process of the task, so Slurm kills the servers before
         their tasks can stop them whole and say how they ended); srun stopped only if its tasks
         outlive the grace."""
-        (self.folder / STOP_FILE).touch()
+        write_file(self.folder / STOP_FILE, b"")  # never through a link the server planted there
         until = time.monotonic() + self.args.grace + STOP_MARGIN_S
         while step.exit_code() is None and time.monotonic() < until:
             time.sleep(0.05)
