@@ -106,6 +106,10 @@ def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | N
     root = next((c for c in reported if not is_fallout(c)), None) or (reported[0] if reported else None)
     if root is None:
         return None
+    if is_fallout(root):  # mp.spawn's join may report only a rank that lost its peer: not the first to fail
+        unnamed = next((c for c in causes if c.rank is None and not c.launcher and not is_fallout(c)), None)
+        if unnamed is not None:  # the first rank's own error, printed with no prefix: its class, rank unknown
+            return FirstFailure(None, "", unnamed)
     mine = next((c for c in own if c.rank == root.rank and not is_fallout(c)), None)
     cause = mine or (root if not is_fallout(root) else None)
     return FirstFailure(root.rank, root.who or f"rank{root.rank}", cause)
