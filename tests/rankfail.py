@@ -21,7 +21,7 @@ def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
     import torch
     import torch.distributed as dist
 
-    if rank is None:
+    if rank is None or world is None:
         dist.init_process_group("gloo")
     else:
         dist.init_process_group("gloo", rank=rank, world_size=world)

@@ -52,6 +52,9 @@ class Layer(nn.Module):
 
 
 class TinyDecoder(nn.Module):
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+
     def __init__(self, vocab: int, hidden: int, layers: int, heads: int, ctx: int, max_bs: int, custom_kernel: bool):
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)

@@ -34,12 +34,12 @@ def _check(runs: Runs, command: list[str], rank: int, failure_class: str, unsaid
     record = runs.one(server)
     assert (record.outcome, record.failure_class) == ("failed", failure_class), record.reason
     assert record.first_failed_rank == rank or (unsaid and record.first_failed_rank is None)
-    rank = record.first_failed_rank if unsaid else rank
+    named = record.first_failed_rank if unsaid else rank
     log = runs.last.run_dir.cells / record.attempt / "server.log"
     data = json.loads(run_cli("classify", "--json", str(log)).stdout)
-    assert (data["failure_class"], data["first_failed_rank"]) == (failure_class, rank)
+    assert (data["failure_class"], data["first_failed_rank"]) == (failure_class, named)
     on_disk = json.loads((log.parent / "result.json").read_text())
-    assert on_disk["first_failed_rank"] == rank
+    assert on_disk["first_failed_rank"] == named
 
 
 @pytest.mark.parametrize(("world", "mode", "failure_class"), [(2, "import", "import_error"), (4, "raise", "other")])
