@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, show, write_run_html
+from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, write_run_html
+from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
 from diagbench.errors import UserError
-from diagbench.vocab import ExitCode, TextOrJson
+from diagbench.vocab import TextOrJson
 
 if TYPE_CHECKING:
     from diagbench.execute.cancel import Cancel
@@ -32,6 +33,7 @@ _DEPS_HELP = (
 
 
 @app.command()
+@with_launch_rules
 def isolate(
     good: Annotated[str, typer.Option(help=_GOOD_HELP)],
     bad: Annotated[
@@ -40,12 +42,6 @@ def isolate(
     spec: Annotated[Path | None, typer.Argument(help="a spec whose axes --good and --bad name")] = None,
     good_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the good launch")] = None,
     bad_env: Annotated[list[str] | None, typer.Option(help="NAME=VALUE set for the bad launch")] = None,
-    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
-    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
-    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
-    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
-    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
-    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
     repeat: Annotated[int, typer.Option(min=1, help="launches per configuration; disagreeing ones are flaky")] = 1,
     parallel: Annotated[
         int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
@@ -83,19 +79,19 @@ def isolate(
     stall: Annotated[
         str | None, typer.Option(metavar="D", help="end a launch with no log line and no CPU/GPU work for D (45s)")
     ] = None,
+    *,
+    rules: ServerRules,  # --ready, --http, --signatures, --timeout, --grace, --fresh-caches (cli/searches.py)
 ) -> None:
     """Find the change that breaks a launch: delta debugging between a good and a bad launch."""
     be_quiet(quiet)
-    from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.execute.slots import lease_notes
     from diagbench.isolate.run import IsolateOptions, isolation_slots
     from diagbench.isolate.run import isolate as run_isolation
-    from diagbench.render.isolation import IsolationProgress, render_factors
+    from diagbench.render.isolation import IsolationProgress, isolation_as, render_factors
     from diagbench.spec.gpus import gpu_request_option
 
-    given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": ready, "--http": http}
-    given |= {"--signatures": signatures, "--fresh-caches": fresh_caches}
-    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
+    given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": rules.ready}
+    given |= {"--http": rules.http, "--signatures": rules.signatures, "--fresh-caches": rules.fresh_caches}
     envs = (good_env or [], bad_env or [])
     if between is not None:
         problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
@@ -120,49 +116,19 @@ def isolate(
     for note in guarded(lambda: lease_notes(slots, no_gpu_leases)):
         err.print(f"diagbench: {note}", markup=False)
     options = dataclasses.replace(options, slots=slots)
-    cancel = Cancel()
-    # from here on a signal stops the isolation in order: the running launches are torn down
-    # and recorded, isolation.json is written, and it exits 130 (a second signal hurries it)
-    with stop_on_signals(cancel):
-        _sweep_first(cancel)
-        progress = IsolationProgress(console, len(problem.space.factors))
-        try:
-            search = _bisect if between is not None else run_isolation
-            result = guarded(lambda: search(problem, options, progress, cancel))
-        finally:
-            progress.close()
+    search = _bisect if between is not None else run_isolation
+    result = search_under_signals(
+        lambda: IsolationProgress(console, len(problem.space.factors)),
+        lambda progress, cancel: search(problem, options, progress, cancel),
+    )
     write_run_html(result.run_dir.path, problem.spec, isolation=result.isolation)
-    _finish(result, as_json)
+    finish(isolation_as(result.isolation, TextOrJson.of(as_json), out.width), result.isolation, result)
 
 
 def _bisect(problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel) -> IsolateResult:
     from diagbench.isolate.between import bisect
 
     return bisect(problem, options, events, cancel)
-
-
-def _finish(result: IsolateResult, as_json: bool) -> NoReturn:
-    """isolation.json or the steps table, the reason when there is no culprit, the exit code."""
-    from diagbench.render.isolation import isolation_as
-
-    isolation = result.isolation
-    show(isolation_as(isolation, TextOrJson.of(as_json), out.width))
-    if isolation.status.exit_code != ExitCode.OK:
-        err.print(f"diagbench: {isolation.reason} (the records are in {result.run_dir.path})", markup=False)
-    if result.harness_errors:
-        for line in result.harness_errors:
-            err.print(f"diagbench failed in {line}", markup=False)
-        raise typer.Exit(ExitCode.HARNESS)
-    raise typer.Exit(isolation.status.exit_code)
-
-
-def _sweep_first(cancel: Cancel) -> None:
-    """Before launching: stop what a diagbench that died left running (never a live one's)."""
-    from diagbench.execute.sweep import sweep_host
-    from diagbench.render.cleanup import describe_sweep
-
-    for line in describe_sweep(guarded(lambda: sweep_host("diagbench isolate", cancel.urgent))):
-        err.print(f"diagbench: {line}", markup=False, highlight=False)
 
 
 def _needed(bad: str | None) -> str:
@@ -211,21 +177,6 @@ def _build_report(as_json: bool) -> BuildReport:
     return lambda built: console.print(build_line(built), markup=False, highlight=False, soft_wrap=True)
 
 
-def _rules(
-    ready: str | None, http: str | None, signatures: str | None, timeout: str | None, grace: str | None, fresh: bool
-) -> ServerRules:
-    from diagbench.isolate.problem import ServerRules
-
-    return ServerRules(
-        ready=ready,
-        http=http,
-        signatures=tuple(n.strip() for n in (signatures or "").split(",") if n.strip()),
-        timeout=_duration("--timeout", timeout),
-        grace=_duration("--grace", grace),
-        fresh_caches=fresh,
-    )
-
-
 def _problem(
     spec: Path | None, good: str, bad: str, envs: tuple[list[str], list[str]], rules: ServerRules, given: list[str]
 ) -> Problem:
@@ -250,17 +201,6 @@ def _with_stall(problem: Problem, stall: str | None) -> Problem:
     from diagbench.spec.hangopts import with_hang_options
 
     return dataclasses.replace(problem, spec=with_hang_options(problem.spec, stall, None))
-
-
-def _duration(name: str, value: str | None) -> float | None:
-    from diagbench.yamlsrc import parse_duration
-
-    if value is None:
-        return None
-    seconds = parse_duration(value)
-    if seconds is None:
-        raise UserError(f"{name} {value}: expected a duration like 90s, 8m or 1h")
-    return seconds
 
 
 def _command(problem: Problem, side: str) -> str:

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from diagbench.cli.app import app, err, guarded, out, show, write_run_html
+from diagbench.cli.app import app, err, guarded, out, write_run_html
 from diagbench.cli.executor_options import with_executor_options
+from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
 from diagbench.errors import UserError
-from diagbench.vocab import ExitCode, TextOrJson
+from diagbench.vocab import TextOrJson
 
 if TYPE_CHECKING:
-    from diagbench.execute.cancel import Cancel
+    from diagbench.isolate.problem import ServerRules
     from diagbench.limit.launches import LaunchOptions
-    from diagbench.limit.run import LimitResult
     from diagbench.spec.executor import ExecutorSpec
     from diagbench.spec.load import Spec
 
-__all__ = ["LIMIT_EXIT_CODES", "launch_options", "limit", "sweep_first"]
+__all__ = ["LIMIT_EXIT_CODES", "launch_options", "limit"]
 
 LIMIT_EXIT_CODES = (
     "\b\nExit codes: 0 a value that comes up was found (the limit); 1 nothing in the range came up, or a launch\n"
@@ -30,6 +30,7 @@ LIMIT_EXIT_CODES = (
 
 @app.command(epilog=LIMIT_EXIT_CODES)
 @with_executor_options
+@with_launch_rules
 def limit(
     command: Annotated[str, typer.Argument(metavar="CMD", help="the command line, with {port}")],
     vary: Annotated[
@@ -52,12 +53,6 @@ def limit(
     server: Annotated[
         str | None, typer.Option(help="the server (vllm, sglang, ...; default: from CMD); --price sends its request")
     ] = None,
-    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
-    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
-    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
-    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
-    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
-    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
     parallel: Annotated[
         int | None,
         typer.Option(min=1, metavar="N", help="launches at once, of one value's repeats (default: one per GPU slot)"),
@@ -67,34 +62,26 @@ def limit(
     runs_dir: Annotated[Path, typer.Option(help="where run directories go")] = Path("runs"),
     run_id: Annotated[str | None, typer.Option(help="default: a timestamp plus 'limit'")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print limit.json")] = False,
+    *,
+    rules: ServerRules,  # --ready, --http, --signatures, --timeout, --grace, --fresh-caches (cli/searches.py)
 ) -> None:
     """Find the largest (or smallest) value of an option or variable at which CMD still comes up, by bisection."""
-    from diagbench.cli.isolate import _rules
-    from diagbench.execute.cancel import Cancel, stop_on_signals
     from diagbench.limit.problem import LimitRequest, from_command
     from diagbench.limit.run import find_limit
     from diagbench.limit.search import budget
-    from diagbench.render.limit import LimitProgress
+    from diagbench.render.limit import LimitProgress, limit_as
 
-    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     given = LimitRequest(command, vary or [], vary_env or [], smallest, server, price)
     problem = guarded(lambda: from_command(given, rules, Path.cwd()))
     options = launch_options(problem.spec, where, runs_dir, run_id, repeat, parallel, gpus)
     console = err if as_json else out
     most = budget(problem.lo, problem.hi) * repeat
     console.print(f"{problem.knob.name} from {problem.lo} to {problem.hi}: at most {most} launches", markup=False)
-    cancel = Cancel()
-    # a signal stops the search in order: the running launches are torn down and recorded,
-    # limit.json is written with what was known, and it exits 130 (a second signal hurries it)
-    with stop_on_signals(cancel):
-        sweep_first(cancel)
-        progress = LimitProgress(console)
-        try:
-            result = guarded(lambda: find_limit(problem, options, progress, cancel))
-        finally:
-            progress.close()
+    result = search_under_signals(
+        lambda: LimitProgress(console), lambda progress, cancel: find_limit(problem, options, progress, cancel)
+    )
     write_run_html(result.run_dir.path, problem.spec, limit=result.limit)
-    _finish(result, as_json)
+    finish(limit_as(result.limit, TextOrJson.of(as_json), out.width), result.limit, result)
 
 
 def launch_options(
@@ -130,24 +117,3 @@ def _elsewhere(kind: str) -> NoReturn:
         f"{kind} job reads its cell from a spec file): run them on the node, or make the values a spec's axis "
         "and use diagbench run"
     )
-
-
-def sweep_first(cancel: Cancel) -> None:
-    """Before launching: stop what a diagbench that died left running (never a live one's)."""
-    from diagbench.cli.isolate import _sweep_first
-
-    _sweep_first(cancel)
-
-
-def _finish(result: LimitResult, as_json: bool) -> NoReturn:
-    from diagbench.render.limit import limit_as
-
-    found = result.limit
-    show(limit_as(found, TextOrJson.of(as_json), out.width))
-    if found.status.exit_code != ExitCode.OK and found.reason:
-        err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
-    if result.harness_errors:
-        for line in result.harness_errors:
-            err.print(f"diagbench failed in {line}", markup=False)
-        raise typer.Exit(ExitCode.HARNESS)
-    raise typer.Exit(found.status.exit_code)

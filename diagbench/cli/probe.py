@@ -80,7 +80,7 @@ def _spec(
     timeout: str | None,
     grace: str | None,
 ) -> Spec:
-    from diagbench.cli.isolate import _rules
+    from diagbench.cli.searches import launch_rules
     from diagbench.isolate.probe import command_spec
     from diagbench.spec.load import load_spec
 
@@ -92,7 +92,7 @@ def _spec(
         return load_spec(Path(given))
     if only:
         raise UserError(f"--only: {given} is not a spec file (a command line launches as written)")
-    rules = _rules(ready, http, signatures, timeout, grace, fresh=False)
+    rules = launch_rules(ready, http, signatures, timeout, grace)
     return command_spec(given, env, rules, Path.cwd())
 
 

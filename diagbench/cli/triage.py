@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, show, write_run_html
-from diagbench.vocab import ExitCode, TextOrJson
+from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
+from diagbench.vocab import TextOrJson
 
 if TYPE_CHECKING:
     from diagbench.debug.sets import DebugCatalogue
-    from diagbench.triage.run import TriageResult
+    from diagbench.isolate.problem import ServerRules
 
 __all__ = ["TRIAGE_EXIT_CODES", "list_remedies", "triage"]
 
@@ -24,6 +25,7 @@ TRIAGE_EXIT_CODES = (
 
 
 @app.command(epilog=TRIAGE_EXIT_CODES)
+@with_launch_rules
 def triage(
     command: Annotated[str, typer.Argument(metavar="CMD", help="the failing command line, with {port}")],
     server: Annotated[
@@ -37,12 +39,6 @@ def triage(
         list[Path] | None,
         typer.Option(metavar="FILE", help="a remedies file that adds to or overrides the built-in ones"),
     ] = None,
-    ready: Annotated[str | None, typer.Option(help="regex of the ready line (default: the packs')")] = None,
-    http: Annotated[str | None, typer.Option(help="ready when GET 127.0.0.1:{port}PATH answers 200")] = None,
-    signatures: Annotated[str | None, typer.Option(help="packs or files, comma-separated (default: all)")] = None,
-    timeout: Annotated[str | None, typer.Option(help="launch -> ready, e.g. 8m (default 10m)")] = None,
-    grace: Annotated[str | None, typer.Option(help="SIGTERM -> SIGKILL (default 10s)")] = None,
-    fresh_caches: Annotated[bool, typer.Option(help="each launch compiles from empty Inductor/Triton caches")] = False,
     repeat: Annotated[int, typer.Option(min=1, help="launches per remedy; disagreeing ones are flaky")] = 1,
     parallel: Annotated[
         int | None, typer.Option(min=1, help="launches at once (default: one per GPU slot, else 1)")
@@ -63,18 +59,17 @@ def triage(
     sanitizer: Annotated[
         bool, typer.Option("--sanitizer", help="with --debug: also under a tool a set names (compute-sanitizer)")
     ] = False,
+    *,
+    rules: ServerRules,  # --ready, --http, --signatures, --timeout, --grace, --fresh-caches (cli/searches.py)
 ) -> None:
     """Launch a failing command, then the remedies known for its failure; recommend the cheapest that works."""
     be_quiet(quiet)
-    from diagbench.cli.isolate import _rules, _sweep_first
-    from diagbench.execute.cancel import Cancel, stop_on_signals
-    from diagbench.render.triage import TriageProgress
+    from diagbench.render.triage import TriageProgress, triage_as
     from diagbench.spec.gpus import gpu_request_option
     from diagbench.triage.problem import from_command
     from diagbench.triage.run import TriageOptions, triage_slots
     from diagbench.triage.run import triage as run_triage
 
-    rules = guarded(lambda: _rules(ready, http, signatures, timeout, grace, fresh_caches))
     problem = guarded(lambda: from_command(command, server, rules, remedies or [], price, Path.cwd()))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
     options = TriageOptions(runs_dir, run_id, repeat, parallel, request, first)
@@ -87,18 +82,11 @@ def triage(
         say_note(note)
     options = dataclasses.replace(options, slots=slots)
     console = live(err if as_json else out)
-    cancel = Cancel()
-    # a signal stops the triage in order: running launches are torn down and recorded,
-    # triage.json is written, and it exits 130 (a second signal hurries it)
-    with stop_on_signals(cancel):
-        _sweep_first(cancel)
-        progress = TriageProgress(console)
-        try:
-            result = guarded(lambda: run_triage(problem, options, progress, cancel))
-        finally:
-            progress.close()
+    result = search_under_signals(
+        lambda: TriageProgress(console), lambda progress, cancel: run_triage(problem, options, progress, cancel)
+    )
     write_run_html(result.run_dir.path, problem.spec, triage=result.triage)
-    _finish(result, as_json)
+    finish(triage_as(result.triage, TextOrJson.of(as_json), out.width), result.triage, result)
 
 
 def _debug_sets(debug: bool, files: list[Path]) -> DebugCatalogue:
@@ -108,20 +96,6 @@ def _debug_sets(debug: bool, files: list[Path]) -> DebugCatalogue:
     if not debug:
         raise UserError("--debug-sets and --sanitizer go with --debug (add --debug)")
     return load_sets(files)
-
-
-def _finish(result: TriageResult, as_json: bool) -> NoReturn:
-    from diagbench.render.triage import triage_as
-
-    found = result.triage
-    show(triage_as(found, TextOrJson.of(as_json), out.width))
-    if found.status.exit_code != ExitCode.OK and found.reason:
-        err.print(f"diagbench: {found.reason} (the records are in {result.run_dir.path})", markup=False)
-    if result.harness_errors:
-        for line in result.harness_errors:
-            err.print(f"diagbench failed in {line}", markup=False)
-        raise typer.Exit(ExitCode.HARNESS)
-    raise typer.Exit(found.status.exit_code)
 
 
 @app.command("remedies")
