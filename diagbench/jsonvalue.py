@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-__all__ = ["JSON", "JSONObject", "as_list", "as_number", "as_object", "as_text"]
+__all__ = ["JSON", "JSONObject", "as_list", "as_number", "as_object", "as_text", "text_of"]
 
 JSON: TypeAlias = str | int | float | bool | Sequence["JSON"] | Mapping[str, "JSON"] | None
 JSONObject: TypeAlias = Mapping[str, JSON]
@@ -31,6 +31,13 @@ def as_list(value: object) -> list[JSON]:
 def as_text(value: object) -> str | None:
     """`value` if it is a string, else None."""
     return value if isinstance(value, str) else None
+
+
+def text_of(value: object) -> str:
+    """`value` if it is a string; else TypeError (a record read back names the field)."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 def as_number(value: object) -> float | None:

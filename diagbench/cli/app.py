@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from diagbench import __version__
 from diagbench.cli.commands import LazyCommands, registered_command
 from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup, plain_words
 from diagbench.errors import UserError
-from diagbench.render.console import cut_output, drain, lazy_console, mark_cut
+from diagbench.render.console import cut_output, lazy_console
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode, ReportFormat
 
@@ -113,17 +112,11 @@ def guarded(action: Callable[[], T]) -> T:
 
 
 def write_out(text: str) -> None:
-    """A document on standard output, blanked (`records.sink`): a reader that went away
-    (`| head`) ends it quietly; a file that cannot take it whole (a full disk) is noted, and
-    `main` exits 2 saying so."""
-    from diagbench.records import sink
+    """A document on standard output, blanked; a reader gone away or a full disk as
+    `render.console.write_document` says."""
+    from diagbench.render.console import write_document
 
-    try:
-        sys.stdout.write(sink.document(text))
-        sys.stdout.flush()
-    except (OSError, ValueError) as exc:
-        mark_cut("stdout", exc)
-        drain(sys.stdout)
+    write_document(text)
 
 
 def show(rendering: Rendering) -> None:

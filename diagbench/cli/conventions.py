@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,11 @@ __all__ = [
     "HELP_OPTIONS",
     "PLACEHOLDERS",
     "READING_ORDER",
+    "SEARCH_EXITS",
     "ReadableGroup",
     "UsageError",
     "complete_only",
+    "exit_codes",
     "plain_words",
     "usage_message",
 ]
@@ -54,6 +58,17 @@ EXIT_CODES = "\b\nExit codes:\n" + "\n".join(
         (ExitCode.INTERRUPTED, "interrupted (Ctrl-C, SIGTERM); resume with --resume RUN"),
     )
 )
+
+
+# what every searching command (isolate, triage, limit, debug) means by its other exit codes
+SEARCH_EXITS = {2: "bad usage", 3: "diagbench failed", 130: "interrupted"}
+
+
+def exit_codes(meanings: Mapping[int, str], more: str = "") -> str:
+    """A command's exit codes in words, as its help's epilog: `Exit codes: 0 ...; 1 ...`, wrapped
+    at 100 columns and kept as written (`\b`), then `more` (a paragraph of its own)."""
+    words = "Exit codes: " + "; ".join(f"{code} {what}" for code, what in meanings.items()) + "."
+    return "\b\n" + "\n".join(textwrap.wrap(words, 100)) + (f"\n\b\n{more}" if more else "")
 
 
 # one word for one kind of value, whatever the command: `--runs-dir DIR` everywhere, never RUNS_DIR

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from diagbench.cli.app import app, err, guarded, out, write_run_html
+from diagbench.cli.conventions import SEARCH_EXITS, exit_codes
 from diagbench.cli.executor_options import with_executor_options
 from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
 from diagbench.vocab import TextOrJson
@@ -18,11 +19,16 @@ if TYPE_CHECKING:
 
 __all__ = ["DEBUG_EXIT_CODES", "debug"]
 
-DEBUG_EXIT_CODES = (
-    "\b\nExit codes: 0 the debug launch decided a failure line; 1 it did not (or the command came up, or\n"
-    "no debug setting is known for its failure); 2 bad usage; 3 diagbench failed; 130 interrupted.\n"
-    "\b\nA debug-set file (--debug-sets): server: NAME|any, sets: [{id, for: [CLASS...], env: {NAME: value},\n"
-    "set: {--option: value}, add: [words], wrap: [tool, args] (with --sanitizer), why, finds: [REGEX], source}]."
+DEBUG_EXIT_CODES = exit_codes(
+    {
+        0: "the debug launch decided a failure line",
+        1: "it did not (or the command came up, or no debug setting is known for its failure)",
+    }
+    | SEARCH_EXITS,
+    more=(
+        "A debug-set file (--debug-sets): server: NAME|any, sets: [{id, for: [CLASS...], env: {NAME: value},\n"
+        "set: {--option: value}, add: [words], wrap: [tool, args] (with --sanitizer), why, finds: [REGEX], source}]."
+    ),
 )
 
 

@@ -79,22 +79,10 @@ def classify_json(argv: Sequence[str]) -> int | None:
     except Exception:  # noqa: BLE001  # the typer app does it again and says what went wrong, as ever
         return None
     assert isinstance(text, str)  # the JSON view is a document
-    _write_out(text)
+    from diagbench.render.console import write_document
+
+    write_document(text)
     return CLASSIFY_EXIT[result.outcome]
 
 
 CLASSIFY_EXIT = {"ready": 0, "failed": 1, "unknown": 3}  # scripts branch on it: `if diagbench classify x.log`
-
-
-def _write_out(text: str) -> None:
-    """As the app's `write_out`: blanked by the sink; a reader gone away or a full disk is
-    marked, and `main` says so and exits 2."""
-    from diagbench.records import sink
-    from diagbench.render.console import drain, mark_cut
-
-    try:
-        sys.stdout.write(sink.document(text))
-        sys.stdout.flush()
-    except (OSError, ValueError) as exc:
-        mark_cut("stdout", exc)
-        drain(sys.stdout)

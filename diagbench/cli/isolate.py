@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, write_run_html
+from diagbench.cli.conventions import exit_codes
 from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
 from diagbench.errors import UserError
 from diagbench.vocab import TextOrJson
@@ -19,7 +20,17 @@ if TYPE_CHECKING:
     from diagbench.isolate.problem import Problem, ServerRules
     from diagbench.isolate.run import IsolateEvents, IsolateOptions, IsolateResult
 
-__all__ = ["isolate"]
+__all__ = ["ISOLATE_EXIT_CODES", "isolate"]
+
+ISOLATE_EXIT_CODES = exit_codes(
+    {
+        0: "the change that breaks the launch found",
+        1: "not isolable (flaky or undecided launches hide it)",
+        2: "bad usage, a baseline that does not behave (good fails or bad comes up), or a record not written",
+        3: "diagbench failed",
+        130: "interrupted",
+    }
+)
 
 _GOOD_HELP = (
     "the launch that comes up: one command line with {port} (leading NAME=value and env -u NAME words set env), "
@@ -32,7 +43,7 @@ _DEPS_HELP = (
 )
 
 
-@app.command()
+@app.command(epilog=ISOLATE_EXIT_CODES)
 @with_launch_rules
 def isolate(
     good: Annotated[str, typer.Option(help=_GOOD_HELP)],

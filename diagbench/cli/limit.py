@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from diagbench.cli.app import app, err, guarded, out, write_run_html
+from diagbench.cli.conventions import SEARCH_EXITS, exit_codes
 from diagbench.cli.executor_options import with_executor_options
 from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
 from diagbench.errors import UserError
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LIMIT_EXIT_CODES", "launch_options", "limit"]
 
-LIMIT_EXIT_CODES = (
-    "\b\nExit codes: 0 a value that comes up was found (the limit); 1 nothing in the range came up, or a launch\n"
-    "decided nothing; 2 bad usage; 3 diagbench failed; 130 interrupted."
+LIMIT_EXIT_CODES = exit_codes(
+    {0: "a value that comes up was found (the limit)", 1: "nothing in the range came up, or a launch decided nothing"}
+    | SEARCH_EXITS
 )
 
 

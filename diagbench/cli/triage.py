@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from diagbench.cli.app import app, be_quiet, err, guarded, live, out, say_note, show, write_run_html
+from diagbench.cli.conventions import SEARCH_EXITS, exit_codes
 from diagbench.cli.searches import finish, search_under_signals, with_launch_rules
 from diagbench.vocab import TextOrJson
 
@@ -18,9 +19,12 @@ if TYPE_CHECKING:
 
 __all__ = ["TRIAGE_EXIT_CODES", "list_remedies", "triage"]
 
-TRIAGE_EXIT_CODES = (
-    "\b\nExit codes: 0 a working launch found (or the command comes up as it is); 1 none found, or no\n"
-    "remedy is known for the failure; 2 bad usage; 3 diagbench failed; 130 interrupted."
+TRIAGE_EXIT_CODES = exit_codes(
+    {
+        0: "a working launch found (or the command comes up as it is)",
+        1: "none found, or no remedy is known for the failure",
+    }
+    | SEARCH_EXITS
 )
 
 

@@ -27,8 +27,7 @@ class DebugProblem:
     wrappers: bool = False  # --sanitizer: sets that run the command under a tool may be used
 
     def shown(self, launch: Launch | None = None) -> str:
-        chosen = launch or self.launch
-        return shown_command(Config(chosen.argv, chosen.env, {}))
+        return (launch or self.launch).shown()
 
 
 def from_command(

@@ -11,7 +11,7 @@ from pathlib import Path
 from diagbench.debug.sharper import Sharper
 from diagbench.jsonvalue import JSON, JSONObject
 from diagbench.records.parts import RootCause
-from diagbench.records.typed import build_versioned, plain, read_document
+from diagbench.records.typed import Plain, build_versioned, read_document
 from diagbench.vocab import ExitCode, Outcome, outcome_label
 
 __all__ = ["DEBUG_VERSION", "FILENAME", "Debug", "Seen", "Setting", "Status", "read_debug"]
@@ -40,7 +40,7 @@ class Status(str, Enum):
 
 
 @dataclass(frozen=True)
-class Setting:
+class Setting(Plain):
     """One change of the debug launch: `+ CUDA_LAUNCH_BLOCKING=1`, with its set, why and source."""
 
     change: str
@@ -48,12 +48,9 @@ class Setting:
     set: str
     why: str = ""
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class Seen:
+class Seen(Plain):
     """What one launch ended with, and the line that decided it."""
 
     outcome: Outcome
@@ -67,9 +64,6 @@ class Seen:
     @property
     def label(self) -> str:
         return outcome_label(self.outcome, self.failure_class)
-
-    def to_json(self) -> JSONObject:
-        return plain(self)
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,7 @@ class LimitProblem:
 
     def shown(self, value: int | None = None) -> str:
         """The command as one pasteable line: at `value`, else with `{value}` where it goes."""
-        launch = self.launch_at("{value}" if value is None else value)
-        return shown_command(Config(launch.argv, launch.env, {}))
+        return self.launch_at("{value}" if value is None else value).shown()
 
 
 @dataclass(frozen=True)

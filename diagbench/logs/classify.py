@@ -8,7 +8,7 @@ import os
 import select
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,7 +17,6 @@ from diagbench.jsonvalue import JSON
 from diagbench.logs.decision import ReadyRule
 from diagbench.logs.lines import BLOCK, Buffer, LineSplitter, RawFile, count_endings, read_blocks, split_lines
 from diagbench.logs.reading import CAUSE_BELOW, SERVING, Reading, causes_of, refine
-from diagbench.logs.rootcause import Cause
 from diagbench.logs.scan import MARKER_BYTES, Scanner
 from diagbench.logs.signatures import Signature
 from diagbench.logs.watch import Watch
@@ -29,24 +28,24 @@ __all__ = ["CHUNK", "Classification", "classify_file", "classify_stream", "conte
 CHUNK = 1 << 20  # a stream's reads
 
 
-@dataclass(frozen=True)
-class Classification:
-    outcome: str  # ready | failed | unknown
-    failure_class: str | None
-    secondary_classes: tuple[str, ...]
-    signature: str | None
-    line_no: int | None
-    line: str | None
-    phase: str | None
-    lines: int
-    bytes: int
+@dataclass(frozen=True, kw_only=True)
+class Classification(Reading):
+    """The log reader's reading of a finished log or stream (`Reading`), with what the scan
+    saw besides: the signature that decided, how much it read, the server it wrote."""
+
+    signature: str | None = None
+    lines: int = 0
+    bytes: int = 0
     server: str | None = None  # given, or detected from the log's markers
-    cause: Cause | None = None  # the root cause the reader followed
-    ready: Evidence | None = None  # the ready line of a server that came up, then died
-    interrupted: int | None = None  # a stop from outside (Ctrl-C, SIGTERM) that left it undecided
     bound_early: Evidence | None = None  # a listening line a model load came after (not readiness)
-    first_failed_rank: int | None = None  # a launch of many ranks: the rank that failed first
-    first_failed: str | None = None  # that rank's process in its prefix's words (`rank1`, `TP1`)
+
+    @property
+    def line_no(self) -> int | None:
+        return self.evidence.line_no if self.evidence else None
+
+    @property
+    def line(self) -> str | None:
+        return self.evidence.text if self.evidence else None
 
     @property
     def chain(self) -> str | None:
@@ -98,10 +97,8 @@ def classify_file(
 
 def _read_again(found: Classification, path: Path) -> Classification:
     """The watch's reading, with the root cause the log reports and its last state."""
-    evidence = Evidence(found.line_no, found.line or "") if found.line_no is not None else None
-    first = Reading(
-        found.outcome, found.failure_class, found.secondary_classes, evidence, found.phase, ready=found.ready
-    )
+    first = Reading(found.outcome, found.failure_class, found.secondary_classes, found.evidence, found.phase)
+    first = replace(first, ready=found.ready)
     if found.outcome == "ready" and (found.signature or "").startswith("serving."):
         first = replace(first, phase=SERVING)
     upto = found.line_no + CAUSE_BELOW if found.outcome == "failed" and found.line_no else None  # else: all
@@ -111,21 +108,7 @@ def _read_again(found: Classification, path: Path) -> Classification:
     signature = found.signature if got.outcome == found.outcome else "rootcause" if got.outcome != "unknown" else None
     if got.first_failed_rank is not None and got.failure_class != found.failure_class:
         signature = "rootcause"  # the first rank's error decided, not the line a pack named (fallout)
-    return replace(
-        found,
-        outcome=got.outcome,
-        failure_class=got.failure_class,
-        secondary_classes=got.secondary_classes,
-        signature=signature,
-        line_no=got.evidence.line_no if got.evidence else None,
-        line=got.evidence.text if got.evidence else None,
-        phase=got.phase,
-        cause=got.cause,
-        ready=got.ready,
-        interrupted=got.interrupted,
-        first_failed_rank=got.first_failed_rank,
-        first_failed=got.first_failed,
-    )
+    return replace(found, **{f.name: getattr(got, f.name) for f in fields(Reading)}, signature=signature)
 
 
 def classify_stream(
@@ -182,25 +165,19 @@ def _start(
 
 def _finish(watch: Watch, line_no: int, size: int) -> Classification:
     d = watch.decision
-    server = watch.detector.server
+    read = Classification("unknown", None, (), None, watch.phase, lines=line_no, bytes=size)
+    read = replace(read, server=watch.detector.server, bound_early=watch.bound_early)
     if d is None:
-        return Classification(
-            "unknown", None, (), None, None, None, watch.phase, line_no, size, server, bound_early=watch.bound_early
-        )
+        return read
     outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
-    return Classification(
-        outcome,
-        d.failure_class,
-        d.secondary_classes,
-        d.signature,
-        d.evidence.line_no if d.evidence else None,
-        d.evidence.text if d.evidence else None,
-        watch.phase,
-        line_no,
-        size,
-        server,
+    return replace(
+        read,
+        outcome=outcome,
+        failure_class=d.failure_class,
+        secondary_classes=d.secondary_classes,
+        evidence=d.evidence,
         ready=watch.came_up,
-        bound_early=watch.bound_early,
+        signature=d.signature,
     )
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn, TypeVar
 
 from diagbench.errors import RecordError
-from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object
+from diagbench.jsonvalue import JSON, JSONObject, as_list, as_object, text_of
 from diagbench.records.envshape import environment_problem
 from diagbench.spec.gpus import GpuMode, GpuRequest, parse_gpu_request
 from diagbench.spec.hypotheses import Expectation, Hypothesis
@@ -52,7 +52,7 @@ class PlannedEntry:
             cell_id=str(data.get("cell_id")),
             repeat=_whole(data.get("repeat"), "repeat"),
             params={str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else None,
-            args=tuple(_text(a) for a in _items(data["args"])) if "args" in data else None,
+            args=tuple(text_of(a) for a in _items(data["args"])) if "args" in data else None,
             environment=_environment(data.get("environment")),
         )
 
@@ -80,10 +80,10 @@ class CellEntry:
             raise TypeError("expected {cell_id, params, ...}")
         env = as_object(data.get("env"))
         return cls(
-            cell_id=_text(data["cell_id"]),
-            params={k: _text(v) for k, v in (as_object(data["params"]) or _no("params")).items()},
-            args=tuple(_text(a) for a in _items(data["args"])) if "args" in data else None,
-            env=None if env is None else {k: None if v is None else _text(v) for k, v in env.items()},
+            cell_id=text_of(data["cell_id"]),
+            params={k: text_of(v) for k, v in (as_object(data["params"]) or _no("params")).items()},
+            args=tuple(text_of(a) for a in _items(data["args"])) if "args" in data else None,
+            env=None if env is None else {k: None if v is None else text_of(v) for k, v in env.items()},
         )
 
 
@@ -337,12 +337,6 @@ def _number(data: JSONObject, key: str) -> int | None:
 def _whole(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"field '{key}': expected an integer, got {value!r}")
-    return value
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
     return value
 
 

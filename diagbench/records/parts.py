@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from diagbench.jsonvalue import JSONObject
-from diagbench.records.typed import OMIT_NONE, plain
+from diagbench.records.typed import OMIT_NONE, Plain
 
 if TYPE_CHECKING:
     from diagbench.logs.rootcause import Cause
@@ -17,7 +16,7 @@ __all__ = ["Behind", "GpuSettle", "Hang", "NodeExit", "Placement", "Price", "Ran
 
 
 @dataclass(frozen=True)
-class RootCause:
+class RootCause(Plain):
     """The root cause the log reader followed (the root exception or native report of the error
     that explains the outcome), as records, classify and triage keep it."""
 
@@ -34,12 +33,9 @@ class RootCause:
         said = f"{self.type}: {self.message}" if self.message else self.type
         return f"{said} (L{self.line_no})"
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class RankWait:
+class RankWait(Plain):
     """Where one rank of a hung launch waits (launch/hangranks.py)."""
 
     rank: int
@@ -49,12 +45,9 @@ class RankWait:
     at: str | None = None  # the program's innermost frame, `worker.py:22`
     source: str = ""  # what said its rank: RANK, SLURM_PROCID, spawn order
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class Behind:
+class Behind(Plain):
     """A rank behind the others by PyTorch's flight recorder: its last collective's sequence id
     against the furthest rank's, in one process group."""
 
@@ -64,12 +57,9 @@ class Behind:
     ahead_seq: int  # the furthest rank's
     collective: str | None  # what the furthest ranks wait in that it never entered (`nccl:all_reduce`)
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class Hang:
+class Hang(Plain):
     """Where the tree waited when its stacks were taken (launch/hangsite.py chose the thread)."""
 
     pid: int
@@ -86,12 +76,9 @@ class Hang:
     words: str | None = field(default=None, metadata=OMIT_NONE)  # `rank 0 waits in all_reduce (w.py:22); ...`
     behind: tuple[Behind, ...] = ()  # flight recorder: ranks whose last collective is behind the others'
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(Plain):
     """Where an attempt ran: `local` on this host, or a cluster's job on one of its nodes."""
 
     kind: str
@@ -101,12 +88,9 @@ class Placement:
     queued_s: float | None = field(default=None, metadata=OMIT_NONE)  # a job's submission to its worker's start
     host: str | None = field(default=None, metadata=OMIT_NONE)  # the job's host, where node is the cluster's node id
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class NodeExit:
+class NodeExit(Plain):
     """One node's process of an attempt spanning nodes (server.nodes), as its span saw it end."""
 
     node: int  # its NODE_RANK: `[node N] ` before its lines in server.log
@@ -117,12 +101,9 @@ class NodeExit:
     node_id: str = ""  # the cluster's id of the node
     host: str = ""
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class GpuSettle:
+class GpuSettle(Plain):
     """GPU memory hygiene around an attempt: the run's baseline, what was in use before its
     launch, how long that took to settle, and what was left after (MiB per GPU)."""
 
@@ -131,12 +112,9 @@ class GpuSettle:
     settle_wait_s: float
     after_mib: tuple[int, ...] | None = None
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Price:
+class Price(Plain):
     """A pricing load's figures (triage --price): N requests in turn, within a budget."""
 
     version: int = 1
@@ -150,6 +128,3 @@ class Price:
     latency_p50_s: float | None = None
     latency_p95_s: float | None = None
     error: str | None = None  # the first failure, if any
-
-    def to_json(self) -> JSONObject:
-        return plain(self)

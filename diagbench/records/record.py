@@ -12,10 +12,9 @@ from datetime import datetime, timezone
 from typing import Protocol
 
 from diagbench.errors import RecordError
-from diagbench.jsonvalue import JSONObject
 from diagbench.logs.decision import PhaseChange
 from diagbench.records.parts import GpuSettle, Hang, NodeExit, Placement, Price, RootCause
-from diagbench.records.typed import OMIT_NONE, build, plain
+from diagbench.records.typed import OMIT_NONE, Plain, build
 from diagbench.vocab import Evidence, Outcome, outcome_label
 
 __all__ = ["SCHEMA_VERSION", "AttemptRecord", "Killed", "PhaseChange", "Planned", "not_launched"]
@@ -33,7 +32,7 @@ class Killed:
 
 
 @dataclass(frozen=True)
-class AttemptRecord:
+class AttemptRecord(Plain):
     """One launch of one cell (the README's `result.json` table)."""
 
     cell_id: str
@@ -90,9 +89,6 @@ class AttemptRecord:
     def label(self) -> str:
         """`failed:oom`, or the outcome alone."""
         return outcome_label(self.outcome, self.failure_class)
-
-    def to_json(self) -> JSONObject:
-        return plain(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> AttemptRecord:

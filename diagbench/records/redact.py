@@ -381,10 +381,10 @@ def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
 
 def redact_classification(result: Classification, redactor: Redactor) -> Classification:
     """`classify`'s answer safe to print: its line, its cause's message and its ready line blanked."""
-    cause, ready = result.cause, result.ready
+    cause, ready, evidence = result.cause, result.ready, result.evidence
     return replace(
         result,
-        line=None if result.line is None else redactor.cut(result.line),
+        evidence=None if evidence is None else replace(evidence, text=redactor.cut(evidence.text)),
         cause=None if cause is None else replace(cause, message=redactor.cut(cause.message)),
         ready=None if ready is None else replace(ready, text=redactor.cut(ready.text)),
     )

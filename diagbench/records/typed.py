@@ -22,6 +22,7 @@ from diagbench.safefiles import read_regular
 
 __all__ = [
     "OMIT_NONE",
+    "Plain",
     "build",
     "build_versioned",
     "check",
@@ -116,6 +117,15 @@ def conforms(value: object, hint: object) -> bool:
             and all(conforms(value[k], hints[k]) for k in hints if k in value)
         )
     return isinstance(hint, type) and isinstance(value, hint)
+
+
+class Plain:
+    """A record part (a frozen dataclass) written as its fields: its `to_json` is `plain(self)`."""
+
+    __slots__ = ()
+
+    def to_json(self) -> JSONObject:
+        return plain(self)
 
 
 def plain(part: object) -> JSONObject:

@@ -28,6 +28,7 @@ __all__ = [
     "quiet_console",
     "stderr_console",
     "stdout_console",
+    "write_document",
 ]
 
 # what writing to a stream that is gone raises: OSError (EPIPE, EIO), ValueError (closed),
@@ -103,6 +104,20 @@ class SafeStream:
                 return
             self.lost = True
             drain(self._target())
+
+
+def write_document(text: str) -> None:
+    """A document on standard output, blanked (`records.sink`): a reader that went away
+    (`| head`) ends it quietly; a file that cannot take it whole (a full disk) is marked, and
+    `main` exits 2 saying so."""
+    from diagbench.records import sink
+
+    try:
+        sys.stdout.write(sink.document(text))
+        sys.stdout.flush()
+    except (OSError, ValueError) as exc:
+        mark_cut("stdout", exc)
+        drain(sys.stdout)
 
 
 def drain(target: TextIO) -> None:

@@ -4,23 +4,17 @@ and how that one failed, monotone or not), and every value launched; Markdown, J
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Sequence
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from diagbench import safetext
-from diagbench.execute.events import QuietEvents
 from diagbench.limit.record import Limit, Status, Step
-from diagbench.records.record import AttemptRecord
-from diagbench.records.store import RunDir
 from diagbench.render.fit import Column, fit
 from diagbench.render.formats import Rendering, Shown
 from diagbench.render.htmlkit import Html, el
 from diagbench.render.report import OUTCOME_STYLE
-from diagbench.render.triage import price_text
-from diagbench.spec.plan import PlannedAttempt
+from diagbench.render.triage import TriageProgress, price_text
 from diagbench.vocab import TextOrJson, assert_never, outcome_label
 
 __all__ = ["LimitProgress", "answer", "limit_as", "limit_markdown", "limit_section_html", "render_limit"]
@@ -41,34 +35,15 @@ _VERDICT = {
 _VERDICT_STYLE = {"ok": "green", "bad": "red", "flaky": "yellow", "unresolved": "yellow"}
 
 
-class LimitProgress(QuietEvents):
-    """Each value as its launches end (plain lines, also in CI logs)."""
-
-    def __init__(self, console: Console):
-        self.console = console
-        self.lock = threading.Lock()
-
-    def on_open(self, run_dir: RunDir, planned: Sequence[PlannedAttempt], done: Sequence[AttemptRecord] = ()) -> None:
-        self.console.print(f"run directory: {run_dir.path}", markup=False, highlight=False)
-
-    def on_done(self, item: PlannedAttempt, record: AttemptRecord) -> None:
-        line = Text(f"{item.cell.id}: ")
-        line.append(record.label, style=OUTCOME_STYLE.get(record.outcome.value, ""))
-        if record.time_to_outcome_s is not None and record.outcome.ran:
-            line.append(f" after {record.time_to_outcome_s:.1f}s")
-        if record.price:
-            line.append(f" ({price_text(record.price)})", style="dim")
-        with self.lock:
-            self.console.print(line)
+class LimitProgress(TriageProgress):
+    """Each value as its launches end (plain lines, also in CI logs), and each value's verdict
+    where it took more than one launch."""
 
     def on_step(self, step: Step) -> None:
         if len(step.outcomes) > 1 or step.role.value == "check":
             what = " (a check of the search)" if step.role.value == "check" else ""
             with self.lock:
                 self.console.print(Text(f"{step.value}: {_VERDICT[step.verdict]}{what}", style="dim"))
-
-    def close(self) -> None:
-        return None
 
 
 def _label(step: Step | None) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from diagbench.jsonvalue import JSON, JSONObject
+from diagbench.jsonvalue import JSON, JSONObject, text_of
 from diagbench.spec.matrix import Axis, Cell, parse_selector
 from diagbench.vocab import (
     CONDITION_OUTCOMES,
@@ -98,12 +98,12 @@ class Hypothesis:
     def from_json(cls, data: JSONObject) -> Hypothesis:
         """Read back from a manifest; a malformed entry raises KeyError, TypeError or ValueError."""
         return cls(
-            id=_string(data["id"]),
-            claim=_string(data.get("claim", "")),
+            id=text_of(data["id"]),
+            claim=text_of(data.get("claim", "")),
             when=_selector_of(data.get("when", {})),
             supported_if=tuple(_condition_of(c) for c in _array(data.get("supported_if", []))),
             refuted_if=tuple(_condition_of(c) for c in _array(data.get("refuted_if", []))),
-            meaning={k: _string(v) for k, v in _object(data.get("meaning", {})).items()},
+            meaning={k: text_of(v) for k, v in _object(data.get("meaning", {})).items()},
         )
 
 
@@ -125,7 +125,7 @@ class Expectation:
 
 
 def _condition_of(text: JSON) -> Condition:
-    label, at, site = _string(text).partition("@")
+    label, at, site = text_of(text).partition("@")
     outcome, _, cls = label.partition(":")
     failure_class = FailureClass.of(cls) if cls else None
     if cls and failure_class is None:
@@ -134,7 +134,7 @@ def _condition_of(text: JSON) -> Condition:
 
 
 def _selector_of(data: JSON) -> dict[str, tuple[str, ...]]:
-    return {k: tuple(_string(label) for label in _array(v)) for k, v in _object(data).items()}
+    return {k: tuple(text_of(label) for label in _array(v)) for k, v in _object(data).items()}
 
 
 def _object(value: JSON) -> JSONObject:
@@ -146,12 +146,6 @@ def _object(value: JSON) -> JSONObject:
 def _array(value: JSON) -> Sequence[JSON]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list, got {value!r}")
-    return value
-
-
-def _string(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
     return value
 
 

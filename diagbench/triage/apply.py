@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from diagbench.isolate.factors import Config, shown_command
 from diagbench.triage.remedies import Change, Scale
 
 __all__ = ["Applied", "Env", "Launch", "apply_all", "apply_change"]
@@ -25,6 +26,10 @@ class Launch:
 
     argv: tuple[str, ...]
     env: Mapping[str, str | None]
+
+    def shown(self) -> str:
+        """As one pasteable line, secrets blanked (`isolate.factors.shown_command`)."""
+        return shown_command(Config(self.argv, self.env, {}))
 
 
 @dataclass(frozen=True)

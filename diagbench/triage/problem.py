@@ -36,8 +36,7 @@ class TriageProblem:
         return self.spec.server
 
     def shown(self, launch: Launch | None = None) -> str:
-        chosen = launch or self.launch
-        return shown_command(Config(chosen.argv, chosen.env, {}))
+        return (launch or self.launch).shown()
 
 
 def from_command(

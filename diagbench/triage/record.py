@@ -10,7 +10,7 @@ from pathlib import Path
 
 from diagbench.jsonvalue import JSONObject
 from diagbench.records.parts import Price, RootCause
-from diagbench.records.typed import build_versioned, plain, read_document
+from diagbench.records.typed import Plain, build_versioned, plain, read_document
 from diagbench.vocab import Evidence, ExitCode, Outcome, outcome_label
 
 __all__ = ["FILENAME", "TRIAGE_VERSION", "Recommendation", "Status", "Target", "Triage", "Tried", "read_triage"]
@@ -34,7 +34,7 @@ class Status(str, Enum):
 
 
 @dataclass(frozen=True)
-class Target:
+class Target(Plain):
     """What the command did: outcome, class, the signature and line that decided, the cause."""
 
     outcome: Outcome
@@ -49,12 +49,9 @@ class Target:
     def label(self) -> str:
         return outcome_label(self.outcome, self.failure_class)
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class Tried:
+class Tried(Plain):
     """One remedy (or a combination of two) as launched."""
 
     id: str
@@ -72,19 +69,13 @@ class Tried:
     outcomes: tuple[str, ...] = ()
     skipped: str | None = None  # why it was not launched
 
-    def to_json(self) -> JSONObject:
-        return plain(self)
-
 
 @dataclass(frozen=True)
-class Recommendation:
+class Recommendation(Plain):
     remedy: str
     command: str
     changes: tuple[str, ...]
     why: str
-
-    def to_json(self) -> JSONObject:
-        return plain(self)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,13 @@ def test_every_help_answers_to_h_and_names_values_in_plain_words(command):
     assert "--no-strict" not in result.stdout
 
 
+@pytest.mark.parametrize("command", ["run", "probe", "isolate", "triage", "limit", "debug"])
+def test_every_command_that_launches_says_its_exit_codes_in_its_help(command):
+    shown = " ".join(run_cli(command, "-h").stdout.split())  # the epilog, as it is wrapped
+    assert "Exit codes" in shown, shown
+    assert re.search(r"\b0 \w", shown) and re.search(r"\b130 interrupted", shown), shown
+
+
 PLACEHOLDERS = {
     "SPEC", "RUN", "RUN_A", "RUN_B", "LOG", "NAME", "CMD", "DIR", "ID", "N", "LIST", "FILE", "D", "P", "ARG",
     "AXIS=LABEL", "NAME=VALUE", "REGEX", "PATH", "PACK,...", "COMMAND",
