@@ -37,10 +37,10 @@ def classification_as(
 ) -> Rendering:
     """`classify`: the decision (its sentences broken at words to `width`) with its deciding line in
     `context` (the log's lines whole, as written), or one JSON object (`--json`)."""
-    from diagbench.render.fit import fit_lines
-
     match format:
         case TextOrJson.TEXT:
+            from diagbench.render.fit import fit_lines  # rich: not for --json, which scripts start often
+
             lines = render_classification(result, context, given)
             log = re.compile(r"^[> ] +\d+ \| ")  # a line of the log: whole, a reader greps for it
             return Shown(lines=tuple(line if log.match(line) else fit_lines(line, width) for line in lines))

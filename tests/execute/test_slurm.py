@@ -74,7 +74,8 @@ def wait_for(what: str, check: Callable[[], Any]) -> Any:
 def jobs_in(run_dir: Path, under: bool = False) -> dict[str, str]:
     """Every job Slurm still knows whose working directory is this run (or under this
     folder): id -> state."""
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%Z"], capture_output=True, text=True).stdout
+    command = ["squeue", "-h", "-t", "all", "-o", "%i|%T|%Z"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60).stdout  # a controller gone: no hang
     rows = [line.split("|") for line in out.splitlines()]
     where = str(run_dir.resolve())
     return {r[0]: r[1] for r in rows if len(r) == 3 and (r[2] == where or (under and r[2].startswith(where + "/")))}
