@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ __all__ = [
     "complete_only",
     "exit_codes",
     "plain_words",
+    "typer_annotation",
     "usage_message",
 ]
 
@@ -69,6 +70,18 @@ def exit_codes(meanings: Mapping[int, str], more: str = "") -> str:
     at 100 columns and kept as written (`\b`), then `more` (a paragraph of its own)."""
     words = "Exit codes: " + "; ".join(f"{code} {what}" for code, what in meanings.items()) + "."
     return "\b\n" + "\n".join(textwrap.wrap(words, 100)) + (f"\n\b\n{more}" if more else "")
+
+
+def typer_annotation(annotation: object, command: Callable[..., None]) -> object:
+    """An annotation as the object typer reads (`from __future__ import annotations` made it
+    text), for the decorators that rewrite a command's parameters. One that names a type
+    imported only for mypy stays text: `where`, which with_executor_options replaces."""
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(annotation, command.__globals__)
+    except NameError:
+        return annotation
 
 
 # one word for one kind of value, whatever the command: `--runs-dir DIR` everywhere, never RUNS_DIR

@@ -8,11 +8,12 @@ import functools
 import inspect
 from collections.abc import Callable
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from diagbench.cli.app import guarded
+from diagbench.cli.conventions import typer_annotation
 from diagbench.execute.executors import all_options, kinds
 
 __all__ = ["Executor", "with_executor_options"]
@@ -55,26 +56,21 @@ def with_executor_options(command: Callable[..., None]) -> Callable[..., None]:
     names = list(signature.parameters)
     at = names.index("where")  # the options take its place, in --help too
     kept = [
-        p.replace(annotation=_evaluated(p.annotation, command))
+        p.replace(annotation=typer_annotation(p.annotation, command))
         for p in signature.parameters.values()
         if p.name != "where"
     ]
     shown = [*kept[:at], *_parameters(), *kept[at:]]
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
+    def wrapper(*args: object, **kwargs: object) -> None:
         from diagbench.spec.executor import command_line_settings
 
         kind = kwargs.pop("executor", None)
         values = {o.key: (o.flag, kwargs.pop(_name(o.flag), None)) for _, o in all_options()}
-        where = guarded(lambda: command_line_settings(kind.value if kind else None, values))
+        where = guarded(lambda: command_line_settings(kind.value if isinstance(kind, Executor) else None, values))
         command(*args, **kwargs, where=where)
 
     wrapper.__signature__ = signature.replace(parameters=shown)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in shown}
     return wrapper
-
-
-def _evaluated(annotation: Any, command: Callable[..., None]) -> Any:
-    """An annotation as the object typer reads (the module's `from __future__ import annotations` made it text)."""
-    return eval(annotation, command.__globals__) if isinstance(annotation, str) else annotation

@@ -7,12 +7,14 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, Protocol, TypeVar
 
 import typer
 
 from diagbench.cli.app import err, guarded, show
+from diagbench.cli.conventions import typer_annotation
 from diagbench.errors import UserError
+from diagbench.jsonvalue import as_text
 from diagbench.vocab import ExitCode
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ def with_launch_rules(command: Callable[..., None]) -> Callable[..., None]:
     of its `rules` parameter, which it receives as one checked `ServerRules`."""
     signature = inspect.signature(command)
     at = list(signature.parameters).index("rules")
-    kept = [p.replace(annotation=_evaluated(p.annotation, command)) for p in signature.parameters.values()]
+    kept = [p.replace(annotation=typer_annotation(p.annotation, command)) for p in signature.parameters.values()]
     kept = [p for p in kept if p.name != "rules"]
     options = [
         inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
@@ -93,25 +95,15 @@ def with_launch_rules(command: Callable[..., None]) -> Callable[..., None]:
     shown = [*kept[:at], *options, *kept[at:]]
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        given = [kwargs.pop(name) for name, _, _ in _RULE_OPTIONS]
-        command(*args, **kwargs, rules=guarded(lambda: launch_rules(*given)))
+    def wrapper(*args: object, **kwargs: object) -> None:
+        ready, http, signatures, timeout, grace = (as_text(kwargs.pop(name)) for name, _, _ in _RULE_OPTIONS[:5])
+        fresh = kwargs.pop("fresh_caches") is True
+        rules = guarded(lambda: launch_rules(ready, http, signatures, timeout, grace, fresh))
+        command(*args, **kwargs, rules=rules)
 
     wrapper.__signature__ = signature.replace(parameters=shown)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in shown}
     return wrapper
-
-
-def _evaluated(annotation: Any, command: Callable[..., None]) -> Any:
-    """An annotation as the object typer reads (`from __future__ import annotations` made it text).
-    One that names a type imported only for mypy stays text: `where`, which with_executor_options
-    replaces with its own options."""
-    if not isinstance(annotation, str):
-        return annotation
-    try:
-        return eval(annotation, command.__globals__)
-    except NameError:
-        return annotation
 
 
 def launch_rules(
