@@ -2,7 +2,8 @@
 NODE_RANK, NNODES, MASTER_ADDR and MASTER_PORT, as torchrun's nodes are. Its first argument
 says what the nodes do:
 
-  up           each node says where it is; node 0 says READY; then all wait
+  up           each node says where it is; node 0 says READY once every node has (as after a
+               rendezvous: their marker files in $NODESERVER_PIDS, when set); then all wait
   fail=K       node K writes a failure line and exits 3; the others wait
   die=K        node K exits 5 without a word; the others wait
   hang         every node says it is loading, then waits
@@ -34,7 +35,11 @@ def main(mode: str) -> None:
             f.write(f"{os.getpid()} {child.pid}\n")
     where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     say(f"node {rank} of {nodes} up, master {where}, gpus {os.environ.get('CUDA_VISIBLE_DEVICES', '')}")
+    if os.environ.get("NODESERVER_PIDS"):
+        with open(os.path.join(os.environ["NODESERVER_PIDS"], f"up{rank}"), "w") as f:
+            f.write("up\n")  # after its line was written
     if mode == "up" and rank == 0:
+        everyone_up(nodes)
         say("READY")
     elif mode == f"fail={rank}":
         time.sleep(0.3)
@@ -49,6 +54,18 @@ def main(mode: str) -> None:
         gloo(rank, nodes)
     while True:
         time.sleep(1)
+
+
+def everyone_up(nodes: int) -> None:
+    """Wait (30 s at most) until every node has said where it is, then a moment for their lines
+    to travel to the merged log (each node's output comes through its own stream)."""
+    folder = os.environ.get("NODESERVER_PIDS")
+    if not folder:
+        return
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(os.path.exists(os.path.join(folder, f"up{k}")) for k in range(nodes)):
+        time.sleep(0.05)
+    time.sleep(0.5)
 
 
 def gloo(rank: int, nodes: int) -> None:
