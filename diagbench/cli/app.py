@@ -13,7 +13,7 @@ from diagbench import __version__
 from diagbench.cli.commands import LazyCommands, registered_command
 from diagbench.cli.conventions import HELP_OPTIONS, ReadableGroup, plain_words
 from diagbench.errors import UserError
-from diagbench.render.console import cut_output, lazy_console
+from diagbench.render.console import cut_output, lazy_console, write_document
 from diagbench.render.text import visible
 from diagbench.vocab import ExitCode, ReportFormat
 
@@ -111,12 +111,7 @@ def guarded(action: Callable[[], T]) -> T:
         raise typer.Exit(ExitCode.HARNESS) from None
 
 
-def write_out(text: str) -> None:
-    """A document on standard output, blanked; a reader gone away or a full disk as
-    `render.console.write_document` says."""
-    from diagbench.render.console import write_document
-
-    write_document(text)
+write_out = write_document  # a document on standard output, blanked (render/console.py)
 
 
 def show(rendering: Rendering) -> None:

@@ -97,8 +97,9 @@ def classify_file(
 
 def _read_again(found: Classification, path: Path) -> Classification:
     """The watch's reading, with the root cause the log reports and its last state."""
-    first = Reading(found.outcome, found.failure_class, found.secondary_classes, found.evidence, found.phase)
-    first = replace(first, ready=found.ready)
+    first = Reading(
+        found.outcome, found.failure_class, found.secondary_classes, found.evidence, found.phase, ready=found.ready
+    )
     if found.outcome == "ready" and (found.signature or "").startswith("serving."):
         first = replace(first, phase=SERVING)
     upto = found.line_no + CAUSE_BELOW if found.outcome == "failed" and found.line_no else None  # else: all
@@ -164,20 +165,23 @@ def _start(
 
 
 def _finish(watch: Watch, line_no: int, size: int) -> Classification:
-    d = watch.decision
-    read = Classification("unknown", None, (), None, watch.phase, lines=line_no, bytes=size)
-    read = replace(read, server=watch.detector.server, bound_early=watch.bound_early)
+    d, server, bound = watch.decision, watch.detector.server, watch.bound_early
     if d is None:
-        return read
-    outcome = d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown"
-    return replace(
-        read,
-        outcome=outcome,
-        failure_class=d.failure_class,
-        secondary_classes=d.secondary_classes,
-        evidence=d.evidence,
+        return Classification(
+            "unknown", None, (), None, watch.phase, lines=line_no, bytes=size, server=server, bound_early=bound
+        )
+    return Classification(
+        d.outcome.value if d.outcome in (Outcome.READY, Outcome.FAILED) else "unknown",
+        d.failure_class,
+        d.secondary_classes,
+        d.evidence,
+        watch.phase,
         ready=watch.came_up,
         signature=d.signature,
+        lines=line_no,
+        bytes=size,
+        server=server,
+        bound_early=bound,
     )
 
 
