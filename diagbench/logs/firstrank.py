@@ -58,6 +58,9 @@ LAUNCHER_WORDS = re.compile(r"Root Cause \(first observed failure\):|terminated 
 # a failure line that is a rank's fallout: the watch waits FALLOUT_SETTLE_S for the first rank's own
 # error and the launcher's report (torchrun polls its workers every 0.1 s, stops the rest, then reports)
 _FALLOUT_BYTES = re.compile(FALLOUT.pattern.encode())
+# torchrun's agent saying a worker failed: the rank (global) comes in its summary, printed once
+# the agent has stopped the other workers (torch/distributed/elastic/multiprocessing/api.py)
+_AGENT_FAILED = re.compile(rb"failed \(exitcode: -?\d{1,4}\) local_rank: \d{1,6}")
 FALLOUT_SETTLE_S = 3.0
 _SPAWN_ERROR = re.compile(r"-- Process (\d{1,6}) terminated with the following error:")
 _SPAWN_SIGNAL = re.compile(r"\bprocess (\d{1,6}) terminated with (?:signal|exit code)\b")
@@ -84,9 +87,10 @@ def is_fallout(cause: Cause) -> bool:
 
 
 def waits_for_first(line: bytes) -> bool:
-    """Whether a failure line is fallout of another rank's failure, so the watch waits for
-    that rank's own error (FALLOUT_SETTLE_S; the launch's exit ends the wait)."""
-    return _FALLOUT_BYTES.search(line) is not None
+    """Whether a failure line is fallout of another rank's failure, or torchrun's agent saying a
+    worker failed before its summary names the rank, so the watch waits for that rank's own error
+    or the summary (FALLOUT_SETTLE_S; the launch's exit ends the wait)."""
+    return _FALLOUT_BYTES.search(line) is not None or _AGENT_FAILED.search(line) is not None
 
 
 def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | None:
