@@ -34,9 +34,9 @@ from diagbench.logs.engines import (
 )
 from diagbench.logs.guard import LineMatch
 from diagbench.logs.lines import (
-    CR_FOLLOWED,
     JUNK_START,
     Buffer,
+    Endings,
     clean,
     count_endings,
     has_junk,
@@ -46,13 +46,14 @@ from diagbench.logs.lines import (
 )
 from diagbench.logs.signatures import Kind, Signature, expand
 
-__all__ = ["Hit", "Scanned", "Scanner", "hyperscan", "required_literals"]
+__all__ = ["COUNT_APART", "Hit", "Scanned", "Scanner", "hyperscan", "required_literals"]
 
 _KIND_RANK = {Kind.MARKER: 0, Kind.PHASE: 1, Kind.READY: 2, Kind.FAILURE: 3}
 PHASE_BLOCK = 1 << 16  # phase lines are looked for backwards, a block at a time
 # Markers are looked for everywhere in a log's first bytes (a server names itself as it starts),
 # later only in buffers with a ready or failure line: frequent markers make a pass twice as slow.
 MARKER_BYTES = 4 << 20
+COUNT_APART = 1 << 20  # a buffer this big has its line ends counted in another thread, beside the scan
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,9 @@ class Scanner:
             chosen = [p for p in patterns if self._kind(p.id, required) in kinds]
             return build_engines(chosen, literals, engine, helpers)
 
-        # helper patterns the hyperscan pass also answers: junk to clean, "\r"s that end lines
-        self._junk, self._cr = len(self.signatures), len(self.signatures) + 1
-        helpers = [Pattern(self._junk, JUNK_START, first_only=True), Pattern(self._cr, CR_FOLLOWED)]
+        # a helper pattern the hyperscan pass also answers: junk to clean
+        self._junk = len(self.signatures)
+        helpers = [Pattern(self._junk, JUNK_START, first_only=True)]
         self._decisive, self.engine_name, self._helped = engines((Kind.READY, Kind.FAILURE), helpers)
         self._markers, _, _ = engines((Kind.MARKER,))
         self._phases, _, _ = engines((Kind.PHASE,))
@@ -149,12 +150,18 @@ class Scanner:
         `every_phase`: each line that names another phase than the phase line before it, not
         only the last phase line before each decisive line (a live run's timeline)."""
         end = len(buf) if end is None else end
-        candidates, junk, followed = self._first_pass(buf, end)
+        endings = Endings(buf, end) if self._helped and end >= COUNT_APART else None  # counted beside the scan
+        try:
+            candidates, junk = self._first_pass(buf, end)
+        finally:
+            counted = endings.result() if endings is not None else None
         if not junk:
-            return self._scan(buf, end, first_line_no, candidates, followed, markers, every_phase)
+            return self._scan(buf, end, first_line_no, candidates, counted, markers, every_phase)
         cleaned = clean(bytes(buf[:end]))  # colour codes and tags: scan the log as a person reads it
-        candidates, _, followed = self._first_pass(cleaned, len(cleaned))
-        scanned = self._scan(cleaned, len(cleaned), first_line_no, candidates, followed, markers, every_phase)
+        candidates, _ = self._first_pass(cleaned, len(cleaned))
+        if counted is not None:  # cleaning keeps every "\n", not every "\r"'s neighbours
+            counted = (counted[0], lone_crs(cleaned, len(cleaned)))
+        scanned = self._scan(cleaned, len(cleaned), first_line_no, candidates, counted, markers, every_phase)
         return _as_written(scanned, buf, end, first_line_no)  # and show its lines as written
 
     def _scan(
@@ -163,25 +170,24 @@ class Scanner:
         end: int,
         first_line_no: int,
         candidates: list[tuple[int, int]],
-        followed: list[int] | None,
+        counted: tuple[int, list[int]] | None,
         markers: bool,
         every_phase: bool,
     ) -> Scanned:
-        crs = lone_crs(buf, end, followed) if followed is not None else None
+        newlines, crs = counted if counted is not None else (None, lone_crs(buf, end))
         if markers or candidates:
             candidates += _run(self._markers, buf, end)
         kept = self._confirm_all(buf, end, sorted(candidates), every_phase)
-        return self._number(buf, end, crs, first_line_no, [kept[key] for key in sorted(kept)])
+        return self._number(buf, end, crs, newlines, first_line_no, [kept[key] for key in sorted(kept)])
 
-    def _first_pass(self, buf: Buffer, end: int) -> tuple[list[tuple[int, int]], bool, list[int] | None]:
-        """Ready and failure candidates, whether the buffer holds junk, and (when hyperscan
-        runs) the offsets of its "\\r"s followed by something other than "\\n"."""
+    def _first_pass(self, buf: Buffer, end: int) -> tuple[list[tuple[int, int]], bool]:
+        """Ready and failure candidates, and whether the buffer holds junk."""
         if not self._helped:
-            return _run(self._decisive, buf, end), has_junk(buf, end), None
+            return _run(self._decisive, buf, end), has_junk(buf, end)
         first = self._decisive[0]
         assert isinstance(first, HyperscanEngine)
-        candidates, (junk, followed) = first.split_scan(buf, end, self._junk, 2)
-        return candidates + _run(self._decisive[1:], buf, end), bool(junk), [p - 1 for p in followed]
+        candidates, (junk,) = first.split_scan(buf, end, self._junk, 1)
+        return candidates + _run(self._decisive[1:], buf, end), bool(junk)
 
     def _confirm_all(self, buf: Buffer, end: int, candidates: list[tuple[int, int]], every_phase: bool) -> _Kept:
         """Confirmed hits by (line start, kind rank, signature), with the last phase before
@@ -247,15 +253,29 @@ class Scanner:
             top = low
         return {}
 
-    def _number(self, buf: Buffer, end: int, crs: list[int] | None, first: int, found: list[_Found]) -> Scanned:
-        """Line numbers for the confirmed matches, counted once, front to back."""
+    def _number(
+        self, buf: Buffer, end: int, crs: list[int], newlines: int | None, first: int, found: list[_Found]
+    ) -> Scanned:
+        """Line numbers for the confirmed matches. With the buffer's count of "\\n"s known
+        (`newlines`), a match in its second half is numbered back from its end, so a failure
+        near the end of a block costs no second count of the block; else counted front to back."""
+        total = None if newlines is None else newlines + len(crs)
+        ahead = found if total is None else [f for f in found if f.start <= end // 2]
         hits: list[Hit] = []
         line_no, counted_to = first, 0
-        for item in found:
+        for item in ahead:
             line_no += count_endings(buf, counted_to, item.start, crs)
             counted_to = item.start
             hits.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
-        return Scanned(hits, line_no - first + count_endings(buf, counted_to, end, crs))
+        if total is None:
+            return Scanned(hits, line_no - first + count_endings(buf, counted_to, end, crs))
+        behind: list[Hit] = []
+        line_no, counted_from = first + total, end
+        for item in reversed(found[len(ahead) :]):
+            line_no -= count_endings(buf, item.start, counted_from, crs)
+            counted_from = item.start
+            behind.append(Hit(self.signatures[item.index], line_no, item.line, item.match))
+        return Scanned(hits + behind[::-1], total)
 
 
 def _run(engines: list[Engine], buf: Buffer, end: int) -> list[tuple[int, int]]:

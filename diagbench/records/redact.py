@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from diagbench import safetext
 from diagbench.jsonvalue import JSON, JSONObject
-from diagbench.records.parts import Hang
 from diagbench.records.typed import build, plain
 from diagbench.sensitive import REDACTED, SECRET_URL, SHAPE, secret_flag, secret_name, tokens
 
@@ -367,6 +366,8 @@ def run_redactor(where: str | None) -> Redactor:
 
 def redact_record(record: AttemptRecord, redactor: Redactor) -> AttemptRecord:
     """A record safe to write or show: its command, env, reason and deciding line blanked."""
+    from diagbench.records.parts import Hang  # here: `classify --json` imports this module, not the parts
+
     evidence = record.evidence
     return replace(
         record,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from diagbench.logs.lines import LineSplitter, read_blocks, split_lines
-from diagbench.logs.scan import Scanner, hyperscan
+from diagbench.logs.lines import GLUED_CRS, Endings, LineSplitter, has_junk, lone_crs, read_blocks, split_lines
+from diagbench.logs.scan import COUNT_APART, Scanner, hyperscan
 from diagbench.logs.signatures import Kind, Signature, builtin_packs, load_packs
 
 SIGS = load_packs(builtin_packs(), Path("."))
@@ -198,6 +198,60 @@ def test_the_line_model_is_one_whatever_counts_it():
             pieces.append(splitter.feed(text[a:b]))
         pieces.append(splitter.flush())
         assert sum(scanner.scan_block(p, 1).lines for p in pieces if p) == whole, text
+
+
+def lone_crs_by_hand(buf: bytes) -> list[int]:
+    """The line model's lone "\\r"s, one byte at a time: not after a "\\n", not before one."""
+    return [i for i, c in enumerate(buf) if c == 13 and i and buf[i - 1] != 10 and buf[i + 1 : i + 2] != b"\n"]
+
+
+def test_lone_crs_are_the_line_models_whatever_the_mix_of_endings():
+    """Few "\\r"s next to a "\\n" (progress bars) are walked with find; many ("\\r\\n" logs) by `re`."""
+    rng = random.Random(5)
+    for glued in (0, 1, GLUED_CRS - 1, GLUED_CRS, GLUED_CRS + 1, 5 * GLUED_CRS):
+        for _ in range(20):
+            parts = [b"\r\n"] * glued + [b"\r"] * rng.randrange(0, 50) + [b"\n\r", b"\n", b"\r\r"] * rng.randrange(0, 9)
+            rng.shuffle(parts)
+            buf = b"".join(b"x" * rng.randrange(0, 3) + part for part in parts) + b"\n"
+            assert lone_crs(buf, len(buf)) == lone_crs_by_hand(buf), buf
+            cut = rng.randrange(0, len(buf) + 1)  # a buffer's end before its length
+            assert lone_crs(buf, cut) == lone_crs_by_hand(buf[:cut]), (buf, cut)
+
+
+@pytest.mark.skipif(hyperscan is None, reason="the count beside the scan runs with hyperscan")
+@pytest.mark.parametrize("coloured", [False, True])
+def test_a_big_buffer_counted_beside_the_scan_is_numbered_as_a_small_one(
+    monkeypatch: pytest.MonkeyPatch, coloured: bool
+):
+    """A buffer of COUNT_APART bytes or more has its line ends counted in another thread and
+    its hits numbered back from its end: the same lines, numbers and count as one thread,
+    with colour codes (scanned cleaned) or without."""
+    rng = random.Random(17)
+    corpus = [*(Path(__file__).parents[1] / "corpus/logs").glob("*.log")]
+    lines = [line for path in corpus for line in path.read_bytes().splitlines() if line]
+    lines = [line for line in lines if coloured or not has_junk(line, len(line))]
+    endings = [b"\n", b"\n", b"\r\n", b"\r", b"\n\r"]
+    text = b""
+    while len(text) < 3 * COUNT_APART:
+        text += b"".join(rng.choice(lines) + rng.choice(endings) for _ in range(500))
+    text += b"\n"
+    assert has_junk(text, len(text)) is coloured
+    scanner = Scanner(SIGS)
+    beside = scanner.scan_block(text, 7)
+    assert beside.hits and {h.line_no < beside.lines / 2 for h in beside.hits} == {True, False}  # both halves
+    monkeypatch.setattr("diagbench.logs.scan.COUNT_APART", 1 << 62)
+    alone = scanner.scan_block(text, 7)
+    assert beside.lines == alone.lines == len(split_lines(text))
+    assert [(h.line_no, h.signature.id, h.line) for h in beside.hits] == [
+        (h.line_no, h.signature.id, h.line) for h in alone.hits
+    ]
+    shown = split_lines(text)
+    assert all(shown[h.line_no - 7] == h.line for h in beside.hits)
+
+
+def test_a_count_that_failed_in_its_thread_is_raised_where_its_result_is_asked():
+    with pytest.raises(AttributeError):
+        Endings(None, 10).result()  # type: ignore[arg-type]  # no buffer: what went wrong comes back
 
 
 def test_hits_do_not_depend_on_how_the_log_was_read():
