@@ -4,7 +4,8 @@ One scanner serves `run` (small buffers as a server writes them) and `classify` 
 blocks of a file). The engines (engines.py) find candidate lines in one pass over the
 whole buffer; Python's `re` confirms each candidate on its own line and extracts named
 groups. Candidates are rare, so a clean log costs one engine pass and one count of its
-line ends; the line model (what ends a line, what junk is ignored) is in lines.py.
+line ends, which for a big buffer runs in another thread beside the pass (lines.Endings);
+the line model (what ends a line, what junk is ignored) is in lines.py.
 
 Phase lines are frequent (progress bars, autotune chatter), so they have their own
 engine. A live run asks for every phase change in its buffer (`every_phase`: the record's

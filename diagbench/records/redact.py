@@ -6,8 +6,7 @@ JSON body's secret key. A value found secret by name is learned for the whole pr
 and blanked wherever it appears, in every form it is written out in, when it has MIN_KNOWN_CHARS
 or more (a shorter one only in its own slot: `API_KEY: "e"` must not blank every e). Up to 9
 digits after a secret-looking name in a server's words are a count (`#new-token: 5`), not a
-secret. docs/explanation/security.md lists it all.
-"""
+secret. docs/explanation/security.md lists it all."""
 
 from __future__ import annotations
 

@@ -251,7 +251,7 @@ def test_a_big_buffer_counted_beside_the_scan_is_numbered_as_a_small_one(
 
 def test_a_count_that_failed_in_its_thread_is_raised_where_its_result_is_asked():
     with pytest.raises(AttributeError):
-        Endings(None, 10).result()  # type: ignore[arg-type]  # no buffer: what went wrong comes back
+        Endings(None, 10).result()  # no buffer: what went wrong comes back
 
 
 def test_hits_do_not_depend_on_how_the_log_was_read():
