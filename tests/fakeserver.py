@@ -44,6 +44,7 @@ from __future__ import annotations
 import atexit
 import codecs
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -63,6 +64,11 @@ def write(stream, data: bytes) -> None:
 
 def unescape(text: str) -> bytes:
     return codecs.decode(text, "unicode_escape").encode("utf-8", errors="surrogateescape")
+
+
+def say_and_exit(line: bytes, *_: object) -> None:
+    write(OUT, line)
+    os._exit(0)
 
 
 def sleep_forever() -> None:
@@ -222,6 +228,8 @@ def main(actions: list[str]) -> None:
         elif name == "signal":
             os.kill(os.getpid(), int(arg))
             time.sleep(5)
+        elif name == "term-out":  # on SIGTERM: this line on stdout, then exit
+            signal.signal(signal.SIGTERM, functools.partial(say_and_exit, unescape(arg) + b"\n"))
         elif name == "ignore-term":
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         elif name == "child":

@@ -154,12 +154,16 @@ class _Supervisor:
             self.hang.take(proc, decision, self.redactor)  # before teardown: the tree as it hung
             price = None
             if decision.outcome is Outcome.READY and server.price is not None:
+                reader.catch_up()
                 reader.log.pin(decision.evidence)  # before the pricing load's output
                 pinned = True
                 price = self.price(reader)
         finally:
             before = proc.exit_code()  # it may have ended on its own after the decision (exit 0 after ready)
-            teardown = stop_tree(proc, server.grace, self.hurry)
+            try:
+                teardown = stop_tree(proc, server.grace, self.hurry)
+            finally:
+                reader.catch_up()  # the read that decided, held back until the SIGTERM had gone
             if decided is not None and not pinned:  # nothing was read since the decision
                 reader.log.pin(decided.evidence)  # its last part stays in server.log (capped: MBs to write)
             _drain(reader)

@@ -28,10 +28,19 @@ class LogReader:
         self.bytes = 0
         self.eof = False
         self._last = b""  # the last block of lines with something on them
+        self._held = b""  # the read that decided, not yet in server.log
+
+    def catch_up(self) -> None:
+        """server.log gets the read that decided (held back so that the SIGTERM went first);
+        before anything else is written to it, and before its tail is pinned."""
+        held, self._held = self._held, b""
+        if held:
+            self.log.write(held)
 
     def pump(self, reads: int = READS_PER_WAKE, after_decision: bool = False) -> None:
         """Read up to `reads` chunks; stop at the decision (the log's tail is pinned there)
         unless this is the drain after it."""
+        self.catch_up()
         for _ in range(reads):
             if self.watch.decision is not None and not after_decision:
                 return
@@ -46,6 +55,9 @@ class LogReader:
             self.bytes += len(data)
             if self.watch.decision is None:  # scanned first: what the file costs (blanking) never delays a decision
                 self._lines(self.splitter.feed(data))
+                if self.watch.decision is not None and not after_decision:
+                    self._held = data  # nor its SIGTERM: written after it (`catch_up`)
+                    return
             self.log.write(data)
             if self.log.error is not None:  # the disk, not the server: stop this attempt (and the run)
                 self.watch.stop(Outcome.CANCELLED, f"stopped: {self.log.error}", time.monotonic())

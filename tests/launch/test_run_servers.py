@@ -26,6 +26,16 @@ def test_ready_line_on_stdout(runs):
     assert r.time_to_outcome_s < FAST
 
 
+def test_the_read_that_decided_is_in_server_log_before_what_the_sigterm_made_the_server_say(runs):
+    """The deciding read goes to server.log only after the SIGTERM (the file never delays it),
+    and still in its place: before the lines the server printed as it stopped."""
+    command = fake_command("out=Load weight begin.", "term-out=stopping on SIGTERM", f"out={READY}", "hang")
+    r = runs.one({"command": command})
+    assert r.outcome == "ready"
+    log = (runs.last.run_dir.cells / r.attempt / "server.log").read_text().splitlines()
+    assert log == ["Load weight begin.", READY, "stopping on SIGTERM"]
+
+
 def test_ready_only_on_stderr(runs):
     r = runs.one({"command": fake_command(f"err={READY}", "hang")})
     assert r.outcome == "ready"
