@@ -8,6 +8,7 @@ Each argument is one action, done in order:
   sleep=S  hang        wait S seconds / forever
   exit=N  signal=N     exit with a code / kill itself with a signal
   ignore-term          ignore SIGTERM from now on
+  term-out=TEXT        on SIGTERM: the line on stdout, then exit 0
   child                start a child in the same group that sleeps forever
   worker               the same, but it writes "worker pid=N" first (so it is seen as a worker)
   worker=TITLE         a worker that names itself TITLE a second later, as setproctitle does
