@@ -42,6 +42,7 @@ _TRUE = {"on", "true", "yes", "y"}
 _FALSE = {"off", "false", "no", "n"}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+SHOWN_CHARS = 60  # of a value quoted in a message (a file that is not YAML at all is one long value)
 
 
 def _shown(node: yaml.Node) -> str:
@@ -52,7 +53,11 @@ def _shown(node: yaml.Node) -> str:
         return "a list"
     if node.tag == "tag:yaml.org,2002:null":
         return "nothing"
-    return f'"{node.value}"'
+    value = str(node.value)
+    if len(value) <= SHOWN_CHARS:
+        return f'"{value}"'
+    cut = max(0, value.rfind(" ", 0, SHOWN_CHARS + 1))  # whole words: never the half of a token that hides it
+    return f'"{value[:cut]}..." ({len(value):,} characters)'
 
 
 MAX_ERRORS = 20  # shown at once; the rest wait for the next round
@@ -325,10 +330,13 @@ def _other_suffix(path: Path) -> str | None:
     return None
 
 
-def load_document(path: Path, text: str | None = None, limit: int = MAX_YAML_BYTES) -> tuple[Src, str]:
+def load_document(
+    path: Path, text: str | None = None, limit: int = MAX_YAML_BYTES, what: str = "spec"
+) -> tuple[Src, str]:
     """Parse a YAML file (or `text` kept from it) into its root node; returns the node and the
     text. The file is an input door: a regular file (a FIFO, a device or a folder is one
-    message, never a wait or an endless read) of at most `limit` bytes."""
+    message, never a wait or an endless read) of at most `limit` bytes. `what` the file is
+    (a spec, a signature pack ...), for the messages."""
     name = str(path)
     try:
         text = read_input(path, limit).decode("utf-8") if text is None else text
@@ -363,9 +371,10 @@ def load_document(path: Path, text: str | None = None, limit: int = MAX_YAML_BYT
     except yaml.YAMLError as exc:
         raise SpecError(name, None, "", f"invalid YAML: {exc}") from None
     if node is None:
-        raise SpecError(name, 1, "", "the file is empty", "a spec needs at least 'name' and 'server'")
+        fix = "a spec needs at least 'name' and 'server'" if what == "spec" else f"is this the {what} you meant?"
+        raise SpecError(name, 1, "", "the file is empty", fix)
     check_size(node, name)
     root = Src(node, name, "")
     if not root.is_mapping():
-        raise SpecError(name, root.line, "", f"expected a mapping of spec keys at the top, got {_shown(node)}")
+        raise SpecError(name, root.line, "", f"expected a mapping of {what} keys at the top, got {_shown(node)}")
     return root, text

@@ -97,8 +97,10 @@ def guarded(action: Callable[[], T]) -> T:
     try:
         return action()
     except UserError as exc:
+        from diagbench.records.sink import message  # here: a command that goes well never loads it
+
         for line in exc.lines():
-            err.print(f"diagbench: {visible(line)}", markup=False)
+            err.print(f"diagbench: {visible(message(line))}", markup=False)  # it may quote a file's secret
         raise typer.Exit(ExitCode.USAGE) from None
     except KeyboardInterrupt:
         err.print("diagbench: interrupted", markup=False)

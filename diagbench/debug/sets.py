@@ -108,7 +108,7 @@ def load_sets(extra: Sequence[Path] = ()) -> DebugCatalogue:
 
 
 def parse_file(path: Path) -> list[DebugSet]:
-    root, _ = load_document(path, limit=MAX_FILE_BYTES)  # the inputs door: a regular file, bounded
+    root, _ = load_document(path, limit=MAX_FILE_BYTES, what="debug set")  # the inputs door: a regular file, bounded
     keys = root.mapping(_FILE_KEYS)
     if "server" not in keys:
         raise root.error("missing key 'server'", f"name the server these sets are for, or '{ANY}'")

@@ -215,7 +215,7 @@ def load_pack(name: str, base: Path) -> list[Signature]:
 def parse_pack(path: Path) -> list[Signature]:
     from diagbench.yamlsrc import load_document
 
-    root, _ = load_document(path)
+    root, _ = load_document(path, what="signature pack")
     entries = root.mapping(("pack", "description", "server", "signatures"))
     pack = entries["pack"].string() if "pack" in entries else path.stem
     server = server_of(entries["server"]) if "server" in entries else None

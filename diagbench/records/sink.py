@@ -29,7 +29,7 @@ from diagbench.jsonvalue import JSON
 from diagbench.records.redact import Redactor, learned
 from diagbench.safefiles import write_file
 
-__all__ = ["StreamBlanker", "document", "record", "secrets", "write_document"]
+__all__ = ["StreamBlanker", "document", "message", "record", "secrets", "write_document"]
 
 try:  # installed with diagbench where the platform has wheels (pyproject's markers)
     import hyperscan
@@ -52,6 +52,12 @@ def document(text: str) -> str:
     """A document as it may be shown or written: known values (in every written form), token
     shapes, `Bearer X`, URL passwords and secret query parameters blanked."""
     return secrets().text(text)
+
+
+def message(text: str) -> str:
+    """A message quoting what a user gave (a file's value, a command line): a document, and
+    secrets by their names too (`HF_TOKEN=X`, `--api-key X`), as a log line is blanked."""
+    return secrets().log(text)
 
 
 def record(data: JSON) -> JSON:

@@ -132,9 +132,9 @@ def stdout_console() -> Console:
     """Results. Off a terminal (a CI log) tables are wide so lines stay unbroken."""
     from rich.console import Console
 
-    console = Console(file=SafeStream("stdout"), highlight=False)  # type: ignore[arg-type]  # a text stream
+    console = Console(file=SafeStream("stdout"), highlight=False, emoji=False)  # type: ignore[arg-type]  # a text stream
     if not console.is_terminal and not os.environ.get("COLUMNS"):  # unset or empty
-        return Console(file=SafeStream("stdout"), highlight=False, width=160)  # type: ignore[arg-type]
+        return Console(file=SafeStream("stdout"), highlight=False, emoji=False, width=160)  # type: ignore[arg-type]
     return console
 
 
@@ -142,7 +142,7 @@ def stderr_console() -> Console:
     """Messages: one message, one line."""
     from rich.console import Console
 
-    return Console(file=SafeStream("stderr"), highlight=False, soft_wrap=True)  # type: ignore[arg-type]
+    return Console(file=SafeStream("stderr"), highlight=False, emoji=False, soft_wrap=True)  # type: ignore[arg-type]
 
 
 class _Lazy:

@@ -151,7 +151,7 @@ def load_catalogue(extra: Sequence[Path] = ()) -> Catalogue:
 
 
 def parse_file(path: Path) -> tuple[str, ReadyRequest | None, list[Remedy]]:
-    root, _ = load_document(path)
+    root, _ = load_document(path, what="remedies file")
     keys = root.mapping(_FILE_KEYS)
     if "server" not in keys:
         raise root.error("missing key 'server'", f"name the server these remedies are for: {', '.join(REMEDY_SERVERS)}")
