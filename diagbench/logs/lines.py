@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 import threading
+from array import array
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from queue import SimpleQueue
 from typing import Protocol
 
@@ -62,7 +63,7 @@ _JUNK_START = re.compile(JUNK_START)
 _JUNK = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|#033\[[0-9;]*[A-Za-z]|</?(?:span|font)\b[^>\n\r]*>")
 
 
-def count_endings(buf: Buffer, start: int, end: int, crs: list[int] | None = None) -> int:
+def count_endings(buf: Buffer, start: int, end: int, crs: Sequence[int] | None = None) -> int:
     """Line endings in buf[start:end] (a buffer of whole lines: see `whole_lines_end`).
     `crs`: the buffer's "\\r"s that end a line, sorted, if an engine found them already."""
     count = buf.count(b"\n", start, end)
@@ -73,20 +74,21 @@ def count_endings(buf: Buffer, start: int, end: int, crs: list[int] | None = Non
     return count
 
 
-def lone_crs(buf: Buffer, end: int) -> list[int]:
-    """The "\\r"s that end a line in buf[:end] (a buffer of whole lines), sorted.
+def lone_crs(buf: Buffer, end: int) -> array[int]:
+    """The "\\r"s that end a line in buf[:end] (a buffer of whole lines), sorted (8 bytes each:
+    a block of progress bars holds millions).
 
     Progress bars make them common and "\\r\\n" line ends make the others common, so a
     `bytes.find` walk takes the "\\r"s one by one until it has met `GLUED_CRS` "\\r"s next to
     a "\\n"; then `re` walks the rest at C speed (a "\\r\\n" log's million line ends)."""
-    crs: list[int] = []
+    crs = array("q")
     glued = 0
     pos = buf.find(b"\r", 0, end)
     while pos >= 0:
         if pos and buf[pos - 1] != 10 and (pos + 1 == end or buf[pos + 1] != 10):
             crs.append(pos)
         elif (glued := glued + 1) > GLUED_CRS:
-            crs += [m.start() for m in _LONE_CR.finditer(buf, pos + 1, end)]
+            crs.extend(m.start() for m in _LONE_CR.finditer(buf, pos + 1, end))
             break
         pos = buf.find(b"\r", pos + 1, end)
     return crs
@@ -104,7 +106,7 @@ class Endings:
     def __init__(self, buf: Buffer, end: int):
         self.buf, self.end = buf, end
         self.newlines = 0
-        self.crs: list[int] = []
+        self.crs = array("q")
         self._error: BaseException | None = None
         self._done = threading.Lock()
         self._done.acquire()  # released by the counting thread
@@ -130,7 +132,7 @@ class Endings:
                 job.buf = b""  # the caller's buffer is reused for the next read
                 job._done.release()
 
-    def result(self) -> tuple[int, list[int]]:
+    def result(self) -> tuple[int, array[int]]:
         """The count of "\\n"s and the lone "\\r"s' offsets."""
         self._done.acquire()
         if self._error is not None:

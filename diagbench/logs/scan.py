@@ -171,7 +171,7 @@ class Scanner:
         end: int,
         first_line_no: int,
         candidates: list[tuple[int, int]],
-        counted: tuple[int, list[int]] | None,
+        counted: tuple[int, Sequence[int]] | None,
         markers: bool,
         every_phase: bool,
     ) -> Scanned:
@@ -255,7 +255,7 @@ class Scanner:
         return {}
 
     def _number(
-        self, buf: Buffer, end: int, crs: list[int], newlines: int | None, first: int, found: list[_Found]
+        self, buf: Buffer, end: int, crs: Sequence[int], newlines: int | None, first: int, found: list[_Found]
     ) -> Scanned:
         """Line numbers for the confirmed matches. With the buffer's count of "\\n"s known
         (`newlines`), a match in its second half is numbered back from its end, so a failure

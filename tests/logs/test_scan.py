@@ -213,9 +213,9 @@ def test_lone_crs_are_the_line_models_whatever_the_mix_of_endings():
             parts = [b"\r\n"] * glued + [b"\r"] * rng.randrange(0, 50) + [b"\n\r", b"\n", b"\r\r"] * rng.randrange(0, 9)
             rng.shuffle(parts)
             buf = b"".join(b"x" * rng.randrange(0, 3) + part for part in parts) + b"\n"
-            assert lone_crs(buf, len(buf)) == lone_crs_by_hand(buf), buf
+            assert list(lone_crs(buf, len(buf))) == lone_crs_by_hand(buf), buf
             cut = rng.randrange(0, len(buf) + 1)  # a buffer's end before its length
-            assert lone_crs(buf, cut) == lone_crs_by_hand(buf[:cut]), (buf, cut)
+            assert list(lone_crs(buf, cut)) == lone_crs_by_hand(buf[:cut]), (buf, cut)
 
 
 @pytest.mark.skipif(hyperscan is None, reason="the count beside the scan runs with hyperscan")
@@ -247,6 +247,17 @@ def test_a_big_buffer_counted_beside_the_scan_is_numbered_as_a_small_one(
     ]
     shown = split_lines(text)
     assert all(shown[h.line_no - 7] == h.line for h in beside.hits)
+
+
+def test_a_flood_of_progress_bar_redraws_is_counted_line_by_line():
+    """A server that writes nothing but redraws (a million lone "\\r"s in one block, counted
+    beside the scan) and then dies: its last line is numbered after every redraw."""
+    text = b"x\r" * (1 << 20) + b"\nKilled\n"
+    scanned = Scanner(SIGS).scan_block(text, 1)
+    assert scanned.lines == (1 << 20) + 1
+    assert [(h.line_no, h.signature.id) for h in scanned.hits if h.line == b"Killed"] == [
+        ((1 << 20) + 1, "generic.killed")
+    ]
 
 
 def test_a_count_that_failed_in_its_thread_is_raised_where_its_result_is_asked():
