@@ -3,12 +3,13 @@ function of their flags and env (tests/ruleserver.py), in one run:
 
     python benchmarks/isolate.py [--quick] [--no-record]
 
-For each case: the launches `diagbench isolate` made (the two baselines and any confirming
-launch included) and whether its answer was right; textbook ddmin (Zeller and Hildebrandt
-2002, with its cache of outcomes, so no configuration twice) run through the same launcher
-and judge, plus the two baselines; and diagbench before this search (that ddmin, then its
-confirmation at --repeat 1: the culprit twice more, without each of its factors once more
-for two or more, its complement once; computed from ddmin's launches). The shapes the search
+For each case: the launches `diagbench isolate` made (the bad launch, the good one where it
+was made, and any confirming launch included) and whether its answer was right; textbook
+ddmin (Zeller and Hildebrandt 2002, with its cache of outcomes, so no configuration twice)
+run through the same launcher and judge, plus the bad launch (ddmin takes the good one as
+given, so it is not counted); and diagbench before this round (both baselines, that ddmin,
+then its confirmation at --repeat 1: the culprit twice more, without each of its factors
+once more for two or more, its complement once; computed from ddmin's launches). The shapes the search
 was tuned on are marked; the others were not looked at while it was chosen (held out).
 
 Then, without launching: how often a culprit that brings the failure only part of the time
@@ -20,6 +21,7 @@ Nothing here is a test: it measures and prints (and records benchmarks/results/i
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import shlex
 import statistics
@@ -37,7 +39,7 @@ from diagbench.execute.cancel import Cancel
 from diagbench.execute.events import QuietEvents
 from diagbench.isolate.problem import Problem, ServerRules, from_commands
 from diagbench.isolate.record import Status, Step
-from diagbench.isolate.run import IsolateOptions, Prober, check_baselines, isolate, isolation_slots, open_isolation
+from diagbench.isolate.run import IsolateOptions, Prober, check_bad, isolate, isolation_slots, open_isolation
 from diagbench.isolate.search import Judged, Probe, Result, conclude, search
 
 RULES = ServerRules(signatures=("pytorch", "sglang"), timeout=30.0, grace=2.0)
@@ -128,16 +130,16 @@ def textbook_ddmin(factors: Sequence[str], fails: Callable[[Probe], bool]) -> tu
 
 
 def run_textbook(case: Case, folder: Path) -> tuple[int, str, int]:
-    """Textbook ddmin through the same launcher and judge: launches (baselines included), the
-    answer, and its culprit's size (for the old confirmation's count)."""
+    """Textbook ddmin through the same launcher and judge: launches (the bad one included, the
+    good one taken as given), the answer, and its culprit's size (for the old confirmation's count)."""
     problem = problem_of(case, folder)
     options = IsolateOptions(folder / "runs", repeat=case.repeat)
     slots = isolation_slots(problem, options)
     prober = Prober(problem, options, open_isolation(problem, options, slots, Quiet()), Quiet(), slots, Cancel())
     try:
         names = [f.name for f in problem.space.factors]
-        good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
-        prober.target, trouble, _ = check_baselines(good, bad)
+        (bad,) = prober.launch([(tuple(names), "bad")])
+        prober.target, trouble, _ = check_bad(bad)
         if trouble:
             return len(prober.records), f"baselines: {trouble}", 0
         whole = frozenset(names)
@@ -148,8 +150,9 @@ def run_textbook(case: Case, folder: Path) -> tuple[int, str, int]:
 
 
 def before(textbook: int, size: int, repeat: int) -> int:
-    """diagbench's launches before this search: ddmin's, then its confirmation at --repeat 1."""
-    return textbook + (2 + (size if size > 1 else 0) + 1) * repeat if repeat == 1 and size else textbook
+    """diagbench's launches before this round: the good launch, ddmin's, then its confirmation at --repeat 1."""
+    good = 1 + textbook
+    return good + (2 + (size if size > 1 else 0) + 1) * repeat if repeat == 1 and size else good
 
 
 def scenario(title: str, tuned: bool, cases: Sequence[Case], tmp: Path) -> dict[str, Any]:
@@ -179,7 +182,7 @@ def scenario(title: str, tuned: bool, cases: Sequence[Case], tmp: Path) -> dict[
         f"  diagbench isolate:       {show(figures['diagbench'])}; {figures['seconds_median']} s median; {figures['answers']}"
     )
     print(f"  textbook ddmin (cached): {show(figures['ddmin'])}; {figures['ddmin_answers']}")
-    print(f"  diagbench before:        {show(figures['before'])} (ddmin + its confirmation)")
+    print(f"  diagbench before:        {show(figures['before'])} (good, bad, ddmin, its confirmation)")
     print(f"  per case (this, ddmin, before): {' '.join('/'.join(map(str, c)) for c in figures['per_case'])}")
     return figures
 
@@ -272,6 +275,71 @@ def protection(runs: int) -> dict[str, Any]:
     return figures
 
 
+# -- every placement, counted without launching: the same search code, a predicate for a server --
+
+
+def counted(factors: Sequence[str], guilty: frozenset[str], decoy: frozenset[str] | None) -> int:
+    """Launches `isolate` makes at --repeat 1 for this placement (the bad one included), by a
+    predicate that fails like the rule server: the target where `guilty` is applied, else a
+    different failure where `decoy` is."""
+    outcomes: dict[Probe, int] = {}
+
+    def test(batch: Sequence[Probe], again: bool) -> list[Judged]:
+        out = []
+        for probe in batch:
+            outcomes[probe] = outcomes.get(probe, 0) + 1
+            if guilty <= probe:
+                out.append(Judged(Result.FAIL, reproduced=True, launches=outcomes[probe]))
+            else:
+                other = decoy is not None and decoy <= probe
+                out.append(Judged(Result.UNRESOLVED if other else Result.PASS, launches=outcomes[probe]))
+        return out
+
+    found = search(factors, test, confirm=True)
+    assert set(found.culprit) == guilty, (sorted(guilty), found.culprit)
+    return 1 + sum(outcomes.values())
+
+
+def ddmin_counted(factors: Sequence[str], guilty: frozenset[str]) -> int:
+    """Textbook ddmin's launches for the same placement (the bad one included, the good one given)."""
+    seen: dict[Probe, bool] = {frozenset(factors): True}
+
+    def fails(probe: Probe) -> bool:
+        if probe not in seen:
+            seen[probe] = guilty <= probe
+        return seen[probe]
+
+    textbook_ddmin(factors, fails)
+    return len(seen)
+
+
+def placements() -> dict[str, Any]:
+    w8, w9 = WORDS[:8], WORDS[:9]
+    pairs = list(itertools.combinations(w9, 2))
+    shapes: dict[str, list[tuple[frozenset[str], frozenset[str] | None]]] = {
+        "one culprit among 8, each position": [(frozenset({g}), None) for g in w8],
+        "a pair among 9, each placement": [(frozenset(p), None) for p in pairs],
+        "a pair among 9 and a decoy, each placement": [
+            (frozenset(p), frozenset({d})) for p in pairs for d in w9 if d not in p
+        ],
+    }
+    print("\nevery placement, counted with the search code and a predicate for the server (no launch;")
+    print("the bad launch included, --repeat 1), beside textbook ddmin counted the same way")
+    figures = {}
+    for title, cases in shapes.items():
+        factors = w8 if "among 8" in title else w9
+        counts = [counted(factors, guilty, decoy) for guilty, decoy in cases]
+        textbook = [ddmin_counted(factors, guilty) for guilty, _ in cases]
+        histogram = dict(sorted(Counter(counts).items()))
+        figures[title] = {"placements": len(cases), "diagbench": spread(counts), "ddmin": spread(textbook)}
+        figures[title]["histogram"] = histogram
+        each = ", ".join(f"{n} launches x{k}" for n, k in histogram.items())
+        print(f"  {title} ({len(cases)}):")
+        print(f"    diagbench isolate: {show(spread(counts))} ({each})")
+        print(f"    textbook ddmin:    {show(spread(textbook))}")
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer isolations per scenario")
@@ -303,12 +371,16 @@ def main() -> None:
     figures: dict[str, Any] = {"scenarios": []}
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
-        print("isolate: launches to the culprit (the baselines included), beside textbook ddmin, same server, same run")
+        print(
+            "isolate: launches to the culprit (the bad one and any good one included), beside textbook ddmin "
+            "(the bad one included), same server, same run"
+        )
         figures["scenarios"].append(scenario("one culprit among 8", True, singles[::2] if args.quick else singles, tmp))
         figures["scenarios"].append(scenario("a pair among 9, a decoy that fails differently", True, pairs, tmp))
         for title, cases in held.items():
             figures["scenarios"].append(scenario(title, False, cases, tmp))
         figures["scenarios"].append(scenario("flaky: the culprit fails 70% of its launches", False, flaky, tmp))
+    figures["placements"] = placements()
     figures["protection"] = protection(2000 if args.quick else 20000)
     if not args.no_record:
         print(f"\nrecorded: {record('isolate', figures, started)}")

@@ -61,7 +61,7 @@ class IsolateOptions:
 
 class IsolateEvents(RunEvents, Protocol):
     def on_step(self, step: Step) -> None:
-        """A configuration finished all its launches (the baselines first)."""
+        """A configuration finished all its launches (the bad launch first)."""
 
 
 @dataclass(frozen=True)
@@ -122,14 +122,14 @@ class Prober:
             if key not in keys and key not in (self.unbuilt if again else self.launched):
                 todo.append(names)
                 keys.add(key)
-        fresh = dict(zip(todo, self.launch([(a, None) for a in todo]), strict=True))
+        fresh = dict(zip(todo, self.launch([(a, None if a else "good") for a in todo]), strict=True))
         out = []
         for names in applied:
             key = self.key(names)
             records = self.launched[key]
             unbuilt = key in self.unbuilt
             out.append(Judged(Result.UNRESOLVED, unbuildable=True) if unbuilt else judge_launches(records, self.target))
-            self.add_step(names, fresh.get(names, records), None)
+            self.add_step(names, fresh.get(names, records), None if names else "good")
         return out
 
     def launch(self, probes: Sequence[tuple[tuple[str, ...], str | None]]) -> list[list[AttemptRecord]]:

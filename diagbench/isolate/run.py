@@ -26,8 +26,9 @@ from diagbench.isolate.prober import (
     make_step,
 )
 from diagbench.isolate.problem import Problem
-from diagbench.isolate.record import FILENAME, Isolation, Status
+from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import (
+    GOOD,
     Judged,
     Result,
     Target,
@@ -54,7 +55,9 @@ __all__ = [
     "IsolateResult",
     "ProbeCell",
     "Prober",
+    "check_bad",
     "check_baselines",
+    "check_good",
     "isolate",
     "isolation_slots",
     "make_step",
@@ -87,7 +90,7 @@ def _reserve(folder: Path) -> None:
 def isolate(
     problem: Problem, options: IsolateOptions, events: IsolateEvents, cancel: Cancel | None = None
 ) -> IsolateResult:
-    """Open the run, launch the baselines, search, and write isolation.json (interrupted or not).
+    """Open the run, launch the bad one, search, and write isolation.json (interrupted or not).
     `cancel` stops it early (the CLI sets it on Ctrl-C, SIGTERM and SIGHUP)."""
     placement = place(problem.spec, options.executor, options.runs_dir, None)
     slots = options.slots or isolation_slots(problem, options)
@@ -141,21 +144,23 @@ def open_isolation(
 def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolation:
     names = [f.name for f in problem.space.factors]
     try:
-        good, bad = prober.launch([((), "good"), (tuple(names), "bad")])
-        prober.target, trouble, notes = check_baselines(good, bad)
+        (bad,) = prober.launch([(tuple(names), "bad")])  # the good one only where the search needs it
+        prober.target, trouble, notes = check_bad(bad)
         if prober.key(tuple(names)) in prober.unbuilt:  # not a failure of the server: nothing to isolate
             trouble = "the bad environment does not install: " + bad[0].reason.split(": ", 1)[-1]
-        prober.add_step((), good, "good")
         prober.add_step(tuple(names), bad, "bad")
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         width = max(1, len(prober.slots) // options.repeat)
-        baselines = {
-            frozenset(): Judged(Result.PASS, launches=len(good)),
-            frozenset(names): Judged(Result.FAIL, reproduced=True, launches=len(bad)),  # the target, by definition
-        }
-        found = search(names, prober.test, width, confirm=options.repeat == 1, known=baselines)
+        bad_judged = {frozenset(names): Judged(Result.FAIL, reproduced=True, launches=len(bad))}  # by definition
+        found = search(names, prober.test, width, confirm=options.repeat == 1, known=bad_judged)
         culprit, known = found.culprit, found.known
+        if GOOD not in known and not any(j.result is Result.PASS for j in known.values()):
+            known[GOOD] = prober.test([GOOD])[0]  # nothing came up: is the good side itself broken?
+        good = prober.launched.get(prober.key(())) if GOOD in known else None
+        if good is not None and (trouble := check_good(good)):
+            return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
+        notes = (*notes, *_stood_for_good(prober.steps)) if good is None else notes
         if found.trouble:
             return prober.isolation(Status.NOT_ISOLABLE, found.trouble, (), notes, suspects(names, known))
     except WriteFailed as failed:
@@ -172,6 +177,14 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
     return prober.isolation(Status.FOUND, "", culprit, notes, together=together)
 
 
+def _stood_for_good(steps: Sequence[Step]) -> tuple[str, ...]:
+    """Why the good launch was not made: the first launch that came up holds it."""
+    for number, step in enumerate(steps, 1):
+        if step.result is Result.PASS:
+            return (f"the good launch was not made: step {number} ({' + '.join(step.applied)}) holds it and came up",)
+    return ()
+
+
 def _together(problem: Problem, needed: str, rest: Sequence[str]) -> str:
     """`urllib3 2.0.7 does not install without requests 2.31.0: applied together`."""
     factors = {f.name: f for f in problem.space.factors}
@@ -184,22 +197,31 @@ def _together(problem: Problem, needed: str, rest: Sequence[str]) -> str:
 
 def check_baselines(good: Sequence[AttemptRecord], bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
     """The target (the bad launch's outcome and class), what is wrong with the baselines, and notes."""
-    trouble = []
+    target, bad_trouble, notes = check_bad(bad)
+    return target, "; ".join(t for t in (check_good(good), bad_trouble) if t), notes
+
+
+def check_good(good: Sequence[AttemptRecord]) -> str:
+    """What is wrong with the good launch: "" where every launch of it came up."""
     ready = sum(r.outcome is Outcome.READY for r in good)
-    if ready < len(good):
-        first = next(r for r in good if r.outcome is not Outcome.READY)
-        shown = f" in {len(good) - ready} of {len(good)} launches" if len(good) > 1 else ""
-        trouble.append(f"the good launch did not come up{shown}: {first.label} ({_why(first)})")
+    if ready == len(good):
+        return ""
+    first = next(r for r in good if r.outcome is not Outcome.READY)
+    shown = f" in {len(good) - ready} of {len(good)} launches" if len(good) > 1 else ""
+    return f"the good launch did not come up{shown}: {first.label} ({_why(first)})"
+
+
+def check_bad(bad: Sequence[AttemptRecord]) -> tuple[Target, str, tuple[str, ...]]:
+    """The target (the bad launch's outcome and class), what is wrong with the bad launch, and notes."""
     failing = [r for r in bad if r.outcome is not Outcome.READY and r.outcome.ran]
     label = Counter(r.label for r in failing or bad).most_common(1)[0][0]
     first = next(r for r in failing or bad if r.label == label)
     target = Target(first.outcome, first.failure_class)  # what the bad launch did, even when it came up
     if not failing:
-        trouble.append("the bad launch came up: there is no failure to isolate")
-        return target, "; ".join(trouble), ()
+        return target, "the bad launch came up: there is no failure to isolate", ()
     hits = sum(target.matches(r) for r in bad)
     notes = (f"the bad launch is flaky: {hits} of {len(bad)} launches were {label}",) if hits < len(bad) else ()
-    return target, "; ".join(trouble), notes
+    return target, "", notes
 
 
 def _why(record: AttemptRecord) -> str:

@@ -9,11 +9,14 @@ Only a failing probe narrows the search, so an unresolved one can never make a f
 look guilty.
 
 The search (`_minimal`) finds the last factor the failure needs by bisecting the prefixes
-of the factors, then what that factor needs among those before it, the same way; near the
-end of each bisection it tries the factor alone first, so a lone culprit is usually seen
-failing on its own (the common case costs the fewest launches). Every answer rests on
+of the factors, then launches it alone, so a lone culprit is seen failing on its own; where
+that launch comes up, it finds what the factor needs among those before it, the same way.
+Every answer rests on
 launches: the culprit was seen failing, and the configuration without each of its factors
-did not (seen, or a configuration holding it came up).
+was seen not to. For a lone factor that configuration is the good launch, and a launch
+holding it (the good one plus factors, not the culprit) that came up stands for it: the
+good launch itself is made only where none did (a good side that fails is then caught
+before any answer is given). For a culprit of several factors it is a launch of its own.
 
 At `--repeat 1` (`confirm`), a culprit of several factors says they are guilty only
 together, and that rests on launches that came up, which a flaky target fakes. So before
@@ -34,12 +37,14 @@ from enum import Enum
 from diagbench.vocab import Ended, Outcome, outcome_label
 
 __all__ = [
+    "GOOD",
     "Judged",
     "Probe",
     "Result",
     "Searched",
     "Target",
     "Test",
+    "came_up_without",
     "companions",
     "conclude",
     "contradicted",
@@ -49,6 +54,7 @@ __all__ = [
 ]
 
 Probe = frozenset[str]  # the factors applied to the good launch
+GOOD: Probe = frozenset()  # the good launch itself
 
 WITNESS_LAUNCHES = 2  # at --repeat 1: launches without one of a culprit's factors, before naming it
 CULPRIT_LAUNCHES = 3  # and of a culprit of several factors
@@ -130,10 +136,10 @@ def search(
 ) -> Searched:
     """A 1-minimal set of factors that reproduces the target, and every probe's result.
 
-    `known` holds the baselines: no factor applied passes (good), all applied fail (bad).
+    `known` holds what was launched before: the bad launch (all applied), which fails. The
+    good one is asked for only where no launch without the culprit came up (`GOOD`).
     `width`: probes launched at once (the answer is the same at any width)."""
     seen: dict[Probe, Judged] = dict(known or {})  # each probe over all its launches
-    seen.setdefault(frozenset(), Judged(Result.PASS))
     seen.setdefault(frozenset(factors), Judged(Result.FAIL, reproduced=True))
     first = dict(seen)  # each probe as the search first saw it: launches again never change its path
     current = list(factors)
@@ -175,15 +181,21 @@ def _minimal(factors: Sequence[str], seen: Mapping[Probe, Judged]) -> list[str]:
 def _needed(items: list[str], context: list[str], seen: Mapping[Probe, Judged]) -> list[str]:
     """A smallest part of `items` that fails with `context`, where `context + items` fails and
     `context` alone does not: the last item it needs (bisecting the prefixes of `items`), then
-    what that one needs among the items before it."""
+    what that one needs among the items before it.
+
+    Without context the bisection goes down to one item, then launches it alone: that launch
+    names a lone culprit, or is the launch without the others that a culprit of several needs
+    anyway. With context, two items left are each tried with it first: those launches are
+    the candidate culprits themselves. (Trying each alone without context too costs a pair
+    up to two launches more, and a lone culprit on average less than half a launch less.)"""
     low, high = 0, len(items)  # context + items[:high] fails, context + items[:low] does not
-    while high - low > 2:
+    while high - low > (2 if context else 1):
         middle = (low + high) // 2
         if _fails(seen, context + items[:middle]):
             high = middle
         else:
             low = middle
-    if high - low == 2:  # two left: each alone first (a lone culprit seen failing on its own)
+    if high - low == 2:  # two left beside the context: each with it first
         first, second = items[low], items[low + 1]
         if _fails(seen, [*context, first]):
             return [first]
@@ -232,8 +244,10 @@ def _confirmation(culprit: Sequence[str], seen: Mapping[Probe, Judged], confirm:
     it does not stand (launches that disagree)."""
     whole = frozenset(culprit)
     disagree = contradicted(culprit, seen)
-    if disagree or len(whole) == 1:  # a lone factor: its launch showed the target, the good one came up
-        return disagree or _Launch([], [])
+    if disagree:
+        return disagree
+    if len(whole) == 1:  # a lone factor: its launch showed the target; one without it must have come up
+        return _Launch([] if GOOD in seen or came_up_without(whole, seen) else [GOOD], [])
     witness_quota, culprit_quota = (WITNESS_LAUNCHES, CULPRIT_LAUNCHES) if confirm else (1, 1)
     new, again = [], []
     retry, shown = "(try a larger --repeat)", " + ".join(culprit)
@@ -256,6 +270,12 @@ def _confirmation(culprit: Sequence[str], seen: Mapping[Probe, Judged], confirm:
     if judged.launches < culprit_quota:
         again.append(whole)
     return _Launch(new, again)
+
+
+def came_up_without(culprit: Probe, seen: Mapping[Probe, Judged]) -> bool:
+    """Whether a launch without one of the culprit's factors came up (so the good one, which
+    holds less, is taken to: it is launched only where none did)."""
+    return any(j.result is Result.PASS and not culprit <= p for p, j in seen.items())
 
 
 def contradicted(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> str:

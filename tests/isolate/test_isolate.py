@@ -138,11 +138,12 @@ def test_one_culprit_among_six_differences(isolations):
     assert [f.name for f in iso.factors] == ["K", "G", "--compile", "--max-bs", "--mode", "positional#2"]
     assert iso.status is Status.FOUND and iso.culprit == ("--compile",)
     assert iso.target.label == "failed:cuda_graph_capture"
-    assert [s.baseline for s in iso.steps[:2]] == ["good", "bad"]
-    assert [s.result for s in iso.steps[:2]] == [Result.PASS, Result.FAIL]
-    assert iso.launches == len(iso.steps) <= 2 + 6
+    assert iso.steps[0].baseline == "bad" and iso.steps[0].result is Result.FAIL  # the bad launch first
+    assert all(s.baseline is None for s in iso.steps[1:])  # launches without --compile came up: no good one
+    assert any(s.result is Result.PASS and "--compile" not in s.applied for s in iso.steps)
+    assert iso.launches == len(iso.steps) <= 1 + 4
     folders = sorted(p.name for p in (result.run_dir.path / "cells").iterdir())
-    assert folders[:2] == ["001-good-r1", "002-bad-r1"]
+    assert folders[0] == "001-bad-r1"
     assert any(f.endswith("-compile-r1") for f in folders)
     on_disk = json.loads((result.run_dir.path / "isolation.json").read_text())
     assert on_disk["culprit"] == ["--compile"] and on_disk["launches"] == iso.launches
@@ -381,8 +382,10 @@ def test_every_report_format_shows_the_isolation_and_isolate_writes_report_html(
     assert md.returncode == 0, md.stderr
     assert "### Isolation: found" in md.stdout and "- **culprit: --x (good: -, bad: on)**" in md.stdout
     assert "| `--x` | flag | - | on |" in md.stdout
-    assert "| 1 | good (none applied) | ready | pass | L2: The server is fired up and ready to roll! |" in md.stdout
-    assert "| 2 | bad (all 2) | failed:cuda_graph_capture | fail | L2: RuntimeError: CUDA error:" in md.stdout
+    assert "| 1 | bad (all 2) | failed:cuda_graph_capture | fail | L2: RuntimeError: CUDA error:" in md.stdout
+    assert "| 2 | --x | failed:cuda_graph_capture | fail |" in md.stdout
+    # no launch without --x came up before it: the good one is made, last
+    assert "| 3 | good (none applied) | ready | pass | L2: The server is fired up and ready to roll! |" in md.stdout
     assert md.stdout.index("### Isolation") < md.stdout.index("### Cells")
     assert md.stdout.rstrip().endswith("complete.")  # its plan is what it launched
     as_json = json.loads(diagbench("report", str(run_dir), "--format", "json", cwd=tmp_path).stdout)
@@ -398,12 +401,21 @@ def test_every_report_format_shows_the_isolation_and_isolate_writes_report_html(
     assert f'<a href="#a-{written["steps"][1]["attempts"][0]}">' in section  # each step opens onto its launch
 
 
-def test_a_misbehaving_baseline_is_exit_2_with_one_message(tmp_path):
+def test_a_bad_launch_that_comes_up_is_exit_2_and_the_good_one_is_never_made(tmp_path):
     done = diagbench("isolate", "--good", line("--rule=--x=>oom", "--x"), "--bad", line("--x", "--y"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "diagbench: the bad launch came up: there is no failure to isolate" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert [p.parent.name for p in tmp_path.glob("runs/2*/cells/*/result.json")] == ["001-bad-r1"]
+
+
+def test_a_good_launch_that_fails_too_is_exit_2_with_one_message(tmp_path):
+    good = line("--rule=--x=>oom", "--x")
+    done = diagbench("isolate", "--good", good, "--bad", good + " --y", cwd=tmp_path)
     assert done.returncode == 2
     assert "diagbench: the good launch did not come up: failed:oom" in done.stderr
     assert "Traceback" not in done.stderr
-    assert len(list(tmp_path.glob("runs/2*/cells/*/result.json"))) == 2
+    assert len(list(tmp_path.glob("runs/2*/cells/*/result.json"))) == 2  # bad, then good: no probe showed a pass
     run_dir = next((tmp_path / "runs").glob("2*"))
     assert "the baselines do not behave: the good launch did not come up" in (run_dir / "report.html").read_text()
     for form in ("table", "md", "json", "html"):
@@ -457,7 +469,8 @@ matrix:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert [(f["name"], f["unset"]) for f in answer["factors"]] == [("X", ["good"]), ("--compile", [])]
-    assert answer["culprit"] == ["X"] and answer["steps"][0]["outcome"] == "ready"
+    good = [step for step in answer["steps"] if step["baseline"] == "good"]
+    assert answer["culprit"] == ["X"] and [step["outcome"] for step in good] == ["ready"]
     assert answer["commands"] == printed  # and what it prints pastes back again
     run_dir = next((tmp_path / "runs").glob("2*"))
     assert_none_left(run_dir)
@@ -492,18 +505,18 @@ def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
         env={**os.environ, "COLUMNS": "200"},
     )
     wait_until(
-        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob("runs/*/cells/003-*/server.log")),
-        what="the third probe's server to be up (it hangs)",
+        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob("runs/*/cells/002-*/server.log")),
+        what="the first probe's server to be up (it hangs)",
     )
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output.decode()
     run_dir = next((tmp_path / "runs").glob("2*"))
     outcomes = [json.loads(p.read_text())["outcome"] for p in sorted(run_dir.glob("cells/*/result.json"))]
-    assert outcomes == ["ready", "failed", "cancelled"]
+    assert outcomes == ["failed", "cancelled"]
     iso = read_isolation(run_dir)
     assert iso is not None and iso.status is Status.INTERRUPTED and iso.culprit == ()
-    assert [s.label for s in iso.steps] == ["ready", "failed:cuda_graph_capture", "cancelled"]
+    assert [s.label for s in iso.steps] == ["failed:cuda_graph_capture", "cancelled"]
     assert b"Traceback" not in output
     assert "<h2>Isolation: interrupted</h2>" in (run_dir / "report.html").read_text()
     assert_none_left(run_dir)

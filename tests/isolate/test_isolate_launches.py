@@ -1,5 +1,5 @@
 """Launches to the culprit on shapes the search was not tuned on (neither the benchmark's
-cases nor the other tests'), baselines included, with the confirmation at `--repeat 1`:
+cases nor the other tests'), the bad launch included, with the confirmation at `--repeat 1`:
 a lone culprit is named after about log2(n) + 1 probes, a pair with a decoy that fails
 differently after about 15 launches whatever the number of differences."""
 
@@ -15,7 +15,7 @@ from diagbench.isolate.search import Judged, Probe, Result, conclude, search
 
 FAIL, PASS, OTHER = Judged(Result.FAIL, reproduced=True), Judged(Result.PASS), Judged(Result.UNRESOLVED)
 NAMES = [f"--x{i}" for i in range(12)]
-BASELINES = 2  # the good and the bad launch, before any probe
+BASELINES = 1  # the bad launch, before any probe (the good one is a probe, where the search asks for it)
 
 
 def launches(factors: Sequence[str], judge: Callable[[Probe], Judged]) -> tuple[int, tuple[str, ...]]:
@@ -45,7 +45,7 @@ def guilty(*needed: str, decoy: str | None = None) -> Callable[[Probe], Judged]:
     return judge
 
 
-@pytest.mark.parametrize(("n", "median", "most"), [(6, 5, 6), (7, 5, 6), (12, 6, 7)])
+@pytest.mark.parametrize(("n", "median", "most"), [(6, 5, 5), (7, 5, 5), (12, 6, 6)])
 def test_a_lone_culprit_takes_about_log2_n_probes_and_is_never_launched_again(n, median, most):
     factors = NAMES[:n]
     counts = []
@@ -56,7 +56,7 @@ def test_a_lone_culprit_takes_about_log2_n_probes_and_is_never_launched_again(n,
     assert statistics.median(counts) <= median and max(counts) <= most, counts
 
 
-@pytest.mark.parametrize(("n", "median", "most"), [(7, 15, 16), (10, 15, 17), (11, 16, 18)])
+@pytest.mark.parametrize(("n", "median", "most"), [(7, 13, 14), (10, 14, 16), (11, 14, 16)])
 def test_a_pair_with_a_decoy_takes_about_fifteen_launches_confirmation_included(n, median, most):
     factors = NAMES[:n]
     counts = []

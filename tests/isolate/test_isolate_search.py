@@ -27,7 +27,8 @@ FAIL, PASS, OTHER = Judged(Result.FAIL, reproduced=True), Judged(Result.PASS), J
 
 class Oracle:
     """A predicate over probes that counts launches: a probe asked a first time must be new
-    (and never a baseline); asked again, it is launched once more and judged over all its launches."""
+    (and never the bad launch, which is known); asked again, it is launched once more and judged
+    over all its launches. The good launch is a probe like the others (no factor applied)."""
 
     def __init__(self, judge: Callable[[Probe], Judged], factors: Sequence[str] = FACTORS):
         self.judge, self.factors = judge, factors
@@ -41,7 +42,7 @@ class Oracle:
         for probe in batch:
             if not again:
                 assert probe not in self.outcomes, f"asked twice: {sorted(probe)}"
-                assert probe not in (frozenset(), frozenset(self.factors)), "the baselines are known"
+                assert probe != frozenset(self.factors), "the bad launch is known"
             self.asked.append(probe)
             self.outcomes.setdefault(probe, []).append(self.judge(probe))
             out.append(over(self.outcomes[probe]))
@@ -80,11 +81,37 @@ def test_one_culprit_is_seen_failing_alone_and_never_launched_again(culprit):
 
 
 @pytest.mark.parametrize("position", range(8))
-def test_one_culprit_among_eight_takes_three_or_four_probes(position):
+def test_one_culprit_among_eight_takes_four_launches_and_the_bad_one(position):
     factors = FACTORS[:8]
     oracle = Oracle(fails_with(factors[position]), factors)
-    assert search(factors, oracle, confirm=True).culprit == (factors[position],)
-    assert oracle.launches == (3 if position % 2 == 0 else 4)  # with the two baselines: 5 or 6 launches
+    found = search(factors, oracle, confirm=True)
+    assert found.culprit == (factors[position],)
+    assert oracle.launches == 4  # three bisections, then itself alone (or, for f0, the good launch)
+    assert found.known[frozenset({factors[position]})] == FAIL  # seen failing on its own
+    assert found.known.get(frozenset()) == (PASS if position == 0 else None)
+
+
+@pytest.mark.parametrize("position", range(8))
+def test_the_good_launch_is_made_only_where_no_launch_without_the_culprit_came_up(position):
+    factors = FACTORS[:8]
+    oracle = Oracle(fails_with(factors[position]), factors)
+    search(factors, oracle, confirm=True)
+    assert (frozenset() in oracle.asked) == (position == 0)  # f0: every probe held it, so every one failed
+    assert oracle.asked.index(frozenset()) == len(oracle.asked) - 1 if position == 0 else oracle.launches <= 4
+
+
+def test_a_good_launch_that_fails_is_asked_for_once_and_left_to_the_caller():
+    oracle = Oracle(lambda p: FAIL)  # the good side is broken: everything shows the target
+    found = search(FACTORS, oracle, confirm=True)
+    assert found.known[frozenset()] == FAIL and oracle.asked.count(frozenset()) == 1
+    assert found.culprit == ("f0",)  # what the search ends on; isolate reports the good launch instead
+
+
+def test_a_culprit_of_several_factors_never_asks_for_the_good_launch():
+    for a, b in itertools.combinations(FACTORS[:6], 2):
+        oracle = Oracle(fails_with(a, b), FACTORS[:6])
+        assert search(FACTORS[:6], oracle, confirm=True).culprit == (a, b)
+        assert frozenset() not in oracle.asked  # each launch without one of them came up, and holds it
 
 
 @pytest.mark.parametrize(("a", "b"), list(itertools.combinations(FACTORS, 2)))
