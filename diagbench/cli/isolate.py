@@ -90,6 +90,13 @@ def isolate(
     stall: Annotated[
         str | None, typer.Option(metavar="D", help="end a launch with no log line and no CPU/GPU work for D (45s)")
     ] = None,
+    good_first: Annotated[
+        bool,
+        typer.Option(
+            "--good-first",
+            help="launch the good side beside the bad one, to see it come up (else: where no launch holding it did)",
+        ),
+    ] = False,
     *,
     rules: ServerRules,  # --ready, --http, --signatures, --timeout, --grace, --fresh-caches (cli/searches.py)
 ) -> None:
@@ -120,7 +127,7 @@ def isolate(
     console = live(err if as_json else out)
     console.print(render_factors(problem.space.factors, commands, width=console.width))
     request = guarded(lambda: gpu_request_option(gpus)) if gpus is not None else None
-    options = IsolateOptions(runs_dir, run_id, repeat, parallel, request)
+    options = IsolateOptions(runs_dir, run_id, repeat, parallel, request, good_first=good_first)
     slots = guarded(lambda: isolation_slots(problem, options))
     for note in slots.notes:
         say_note(note)

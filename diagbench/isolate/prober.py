@@ -57,6 +57,7 @@ class IsolateOptions:
     # where the probes run, placed as `run` places attempts; on this host: a probe's cell is made
     # during the search, and a remote worker finds its cell in the spec file
     executor: ExecutorSpec = field(default_factory=lambda: ExecutorSpec(LOCAL))
+    good_first: bool = False  # launch the good side beside the bad one, not only where the search needs it
 
 
 class IsolateEvents(RunEvents, Protocol):

@@ -30,6 +30,7 @@ from diagbench.isolate.record import FILENAME, Isolation, Status, Step
 from diagbench.isolate.search import (
     GOOD,
     Judged,
+    Probe,
     Result,
     Target,
     companions,
@@ -144,16 +145,12 @@ def open_isolation(
 def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolation:
     names = [f.name for f in problem.space.factors]
     try:
-        (bad,) = prober.launch([(tuple(names), "bad")])  # the good one only where the search needs it
-        prober.target, trouble, notes = check_bad(bad)
-        if prober.key(tuple(names)) in prober.unbuilt:  # not a failure of the server: nothing to isolate
-            trouble = "the bad environment does not install: " + bad[0].reason.split(": ", 1)[-1]
-        prober.add_step(tuple(names), bad, "bad")
+        first, trouble, notes = _first_launches(names, prober, options.good_first)
         if trouble:
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
+        assert prober.target is not None  # what the bad launch did
         width = max(1, len(prober.slots) // options.repeat)
-        bad_judged = {frozenset(names): Judged(Result.FAIL, reproduced=True, launches=len(bad))}  # by definition
-        found = search(names, prober.test, width, confirm=options.repeat == 1, known=bad_judged)
+        found = search(names, prober.test, width, confirm=options.repeat == 1, known=first)
         culprit, known = found.culprit, found.known
         if GOOD not in known and not any(j.result is Result.PASS for j in known.values()):
             known[GOOD] = prober.test([GOOD])[0]  # nothing came up: is the good side itself broken?
@@ -175,6 +172,25 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         return prober.isolation(Status.NOT_ISOLABLE, conclusion.reason, (), notes, suspects(names, known))
     together = tuple(_together(problem, g, rest) for g, rest in companions(culprit, known))
     return prober.isolation(Status.FOUND, "", culprit, notes, together=together)
+
+
+def _first_launches(
+    names: Sequence[str], prober: Prober, good_first: bool
+) -> tuple[dict[Probe, Judged], str, tuple[str, ...]]:
+    """Launch the bad side (and the good one with it, where asked): what the search is given,
+    what is wrong with them, and notes. Otherwise the good one waits until the search needs it."""
+    sides = [(tuple(names), "bad"), *([((), "good")] if good_first else [])]
+    launched = prober.launch(sides)
+    bad = launched[0]
+    prober.target, trouble, notes = check_baselines(launched[1], bad) if good_first else check_bad(bad)
+    if prober.key(tuple(names)) in prober.unbuilt:  # not a failure of the server: nothing to isolate
+        trouble = "the bad environment does not install: " + bad[0].reason.split(": ", 1)[-1]
+    for (applied, side), records in zip(sides, launched, strict=True):
+        prober.add_step(applied, records, side)
+    first = {frozenset(names): Judged(Result.FAIL, reproduced=True, launches=len(bad))}  # by definition
+    if good_first:
+        first[GOOD] = Judged(Result.PASS, launches=len(launched[1]))  # where it did not come up, trouble says so
+    return first, trouble, notes
 
 
 def _stood_for_good(steps: Sequence[Step]) -> tuple[str, ...]:

@@ -409,6 +409,37 @@ def test_a_bad_launch_that_comes_up_is_exit_2_and_the_good_one_is_never_made(tmp
     assert [p.parent.name for p in tmp_path.glob("runs/2*/cells/*/result.json")] == ["001-bad-r1"]
 
 
+def test_good_first_sees_a_good_side_that_a_factor_hid(tmp_path):
+    """The good line fails on its own (MODE=1), and the bad side's MODE=2 hides that: without
+    --good-first a launch holding MODE=2 came up and stood for the good one, and --x is named
+    with a note saying so; --good-first launches the good line and stops on it."""
+    rules = ("--rule=MODE=1=>capture", "--rule=--x=>capture")
+    good, bad = line(*rules, env="MODE=1"), line(*rules, "--x", env="MODE=2")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    trusting = diagbench("isolate", "--good", good, "--bad", bad, "--json", cwd=tmp_path / "a")
+    answer = json.loads(trusting.stdout)
+    assert trusting.returncode == 0 and answer["culprit"] == ["--x"], trusting.stderr
+    assert "the good launch was not made: step 2 (MODE) holds it and came up" in answer["notes"]
+    assert [step["baseline"] for step in answer["steps"]] == ["bad", None, None]
+    checked = diagbench("isolate", "--good", good, "--bad", bad, "--good-first", "--json", cwd=tmp_path / "b")
+    answer = json.loads(checked.stdout)
+    assert checked.returncode == 2 and answer["status"] == "bad_baseline", checked.stderr
+    assert answer["reason"].startswith("the good launch did not come up: failed:cuda_graph_capture")
+    assert [step["baseline"] for step in answer["steps"]] == ["bad", "good"]  # and nothing else launched
+
+
+def test_good_first_launches_it_beside_the_bad_one_and_the_search_uses_it(tmp_path):
+    rule = "--rule=--x=>capture"
+    done = diagbench(
+        "isolate", "--good", line(rule), "--bad", line(rule, "--x", "--y"), "--good-first", "--json", cwd=tmp_path
+    )
+    answer = json.loads(done.stdout)
+    assert done.returncode == 0 and answer["culprit"] == ["--x"], done.stderr
+    assert [step["baseline"] for step in answer["steps"]] == ["bad", "good", None]  # --x alone: nothing again
+    assert answer["launches"] == 3 and not any("was not made" in note for note in answer["notes"])
+
+
 def test_a_good_launch_that_fails_too_is_exit_2_with_one_message(tmp_path):
     good = line("--rule=--x=>oom", "--x")
     done = diagbench("isolate", "--good", good, "--bad", good + " --y", cwd=tmp_path)
