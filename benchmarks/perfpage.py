@@ -89,6 +89,16 @@ def isolate_rows(f: dict[str, Any]) -> list[Row]:
                 f"ddmin / this: {dd['median'] / this['median']:.2f}" if this["median"] else "",
             )
         )
+    for title, p in f.get("placements", {}).items():
+        this, dd = p["diagbench"], p["ddmin"]
+        rows.append(
+            (
+                f"isolate: {title} ({p['placements']}, counted without launching, --repeat 1)",
+                f"launches median {this['median']:g} (min {this['min']:g}, max {this['max']:g})",
+                f"textbook ddmin: median {dd['median']:g} (min {dd['min']:g}, max {dd['max']:g})",
+                f"ddmin / this: {dd['median'] / this['median']:.2f}" if this["median"] else "",
+            )
+        )
     return rows
 
 
