@@ -111,6 +111,8 @@ def isolate(
     given: dict[str, object] = {"--good-env": good_env, "--bad-env": bad_env, "--ready": rules.ready}
     given |= {"--http": rules.http, "--signatures": rules.signatures, "--fresh-caches": rules.fresh_caches}
     envs = (good_env or [], bad_env or [])
+    if between is not None and good_first:
+        guarded(lambda: _no_good_first())
     if between is not None:
         problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
     elif good_deps is not None or bad_deps is not None:
@@ -147,6 +149,10 @@ def _bisect(problem: Problem, options: IsolateOptions, events: IsolateEvents, ca
     from diagbench.isolate.between import bisect
 
     return bisect(problem, options, events, cancel)
+
+
+def _no_good_first() -> None:
+    raise UserError("--good-first: --between launches the good version first anyway (leave --good-first out)")
 
 
 def _needed(bad: str | None) -> str:

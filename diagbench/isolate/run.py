@@ -180,7 +180,11 @@ def _first_launches(
     """Launch the bad side (and the good one with it, where asked): what the search is given,
     what is wrong with them, and notes. Otherwise the good one waits until the search needs it."""
     sides = [(tuple(names), "bad"), *([((), "good")] if good_first else [])]
-    launched = prober.launch(sides)
+    try:
+        launched = prober.launch(sides)
+    except Interrupted:
+        _judge_by_the_bad_launch(prober, names)  # it may have ended while the good one ran
+        raise
     bad = launched[0]
     prober.target, trouble, notes = check_baselines(launched[1], bad) if good_first else check_bad(bad)
     if prober.key(tuple(names)) in prober.unbuilt:  # not a failure of the server: nothing to isolate
@@ -191,6 +195,22 @@ def _first_launches(
     if good_first:
         first[GOOD] = Judged(Result.PASS, launches=len(launched[1]))  # where it did not come up, trouble says so
     return first, trouble, notes
+
+
+def _judge_by_the_bad_launch(prober: Prober, names: Sequence[str]) -> None:
+    """After an interrupt during the first launches: where the bad launch ended in a failure,
+    its target, and the steps so far judged by it (they were made before it was known)."""
+    bad = [r for r in prober.launched.get(prober.key(names), []) if r.outcome is not Outcome.CANCELLED]
+    if not bad or prober.target is not None:
+        return
+    prober.target, trouble, _ = check_bad(bad)
+    if trouble:
+        prober.target = None
+        return
+    records = {r.attempt: r for r in prober.records}
+    prober.steps = [
+        make_step(s.applied, [records[a] for a in s.attempts], prober.target, s.baseline) for s in prober.steps
+    ]
 
 
 def _stood_for_good(steps: Sequence[Step]) -> tuple[str, ...]:

@@ -13,10 +13,10 @@ of the factors, then launches it alone, so a lone culprit is seen failing on its
 that launch comes up, it finds what the factor needs among those before it, the same way.
 Every answer rests on
 launches: the culprit was seen failing, and the configuration without each of its factors
-was seen not to. For a lone factor that configuration is the good launch, and a launch
-holding it (the good one plus factors, not the culprit) that came up stands for it: the
-good launch itself is made only where none did (a good side that fails is then caught
-before any answer is given). For a culprit of several factors it is a launch of its own.
+was seen not to. The good launch is made only where it is needed: where, for some factor
+of the culprit, no launch without that factor came up. A launch that came up holds the
+good one (the good one plus factors), which is then taken to come up too; a good launch
+that does not come up ends the search (the caller says so) before any answer is given.
 
 At `--repeat 1` (`confirm`), a culprit of several factors says they are guilty only
 together, and that rests on launches that came up, which a flaky target fakes. So before
@@ -246,8 +246,10 @@ def _confirmation(culprit: Sequence[str], seen: Mapping[Probe, Judged], confirm:
     disagree = contradicted(culprit, seen)
     if disagree:
         return disagree
+    if GOOD in seen and seen[GOOD].result is not Result.PASS:
+        return "the good launch did not come up"  # the caller says how, from its launches
     if len(whole) == 1:  # a lone factor: its launch showed the target; one without it must have come up
-        return _Launch([] if GOOD in seen or came_up_without(whole, seen) else [GOOD], [])
+        return _Launch([GOOD] if _good_needed(culprit, seen) else [], [])
     witness_quota, culprit_quota = (WITNESS_LAUNCHES, CULPRIT_LAUNCHES) if confirm else (1, 1)
     new, again = [], []
     retry, shown = "(try a larger --repeat)", " + ".join(culprit)
@@ -264,6 +266,10 @@ def _confirmation(culprit: Sequence[str], seen: Mapping[Probe, Judged], confirm:
             return _Shrink(without)  # never seen before, and it fails: the factor is not needed
         elif judged.launches < witness_quota and not judged.unbuildable:
             again.append(without)
+    if new:  # each launch without one of them seen first: one may fail (a smaller culprit) or not come up
+        return _Launch(new, [])
+    if _good_needed(culprit, seen):  # a launch without one of them did not come up
+        return _Launch([GOOD], [])  # before any launch again: is the good side itself broken?
     judged = seen[whole]
     if judged.result is not Result.FAIL:
         return f"flaky: {shown} did not bring the target again when launched again {retry}"
@@ -272,10 +278,16 @@ def _confirmation(culprit: Sequence[str], seen: Mapping[Probe, Judged], confirm:
     return _Launch(new, again)
 
 
-def came_up_without(culprit: Probe, seen: Mapping[Probe, Judged]) -> bool:
-    """Whether a launch without one of the culprit's factors came up (so the good one, which
-    holds less, is taken to: it is launched only where none did)."""
-    return any(j.result is Result.PASS and not culprit <= p for p, j in seen.items())
+def _good_needed(culprit: Sequence[str], seen: Mapping[Probe, Judged]) -> bool:
+    """Whether the good launch must be made before the culprit is named: it was not, and for
+    some factor of the culprit no launch without that factor came up (one that did holds the
+    good launch, which is then taken to come up too)."""
+    return GOOD not in seen and not all(came_up_without(factor, seen) for factor in culprit)
+
+
+def came_up_without(factor: str, seen: Mapping[Probe, Judged]) -> bool:
+    """Whether a launch without `factor` came up."""
+    return any(j.result is Result.PASS and factor not in p for p, j in seen.items())
 
 
 def contradicted(culprit: Sequence[str], known: Mapping[Probe, Judged]) -> str:

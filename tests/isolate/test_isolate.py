@@ -440,6 +440,58 @@ def test_good_first_launches_it_beside_the_bad_one_and_the_search_uses_it(tmp_pa
     assert answer["launches"] == 3 and not any("was not made" in note for note in answer["notes"])
 
 
+@pytest.mark.parametrize(
+    ("good", "bad", "said"),
+    [
+        # the good program cannot even start: a pair (the program, --x) looked guilty together
+        (
+            "/nonexistent/python " + line("--rule=--x=>capture").split(" ", 1)[1],
+            line("--rule=--x=>capture", "--x"),
+            "the good launch did not come up: launch_error",
+        ),
+        # the good side crashes (--w 0), and the launch without --w crashed too
+        (
+            line("--rule=--w<1=>crash", "--rule=--x=>capture", "--w", "0"),
+            None,
+            "the good launch did not come up: crashed",
+        ),
+    ],
+    ids=["the good program is missing", "the good side crashes"],
+)
+def test_a_launch_without_a_factor_that_did_not_come_up_makes_the_good_launch_and_it_decides(tmp_path, good, bad, said):
+    bad = bad or line("--rule=--w<1=>crash", "--rule=--x=>capture", "--w", "5", "--x")
+    done = diagbench("isolate", "--good", good, "--bad", bad, "--json", cwd=tmp_path)
+    answer = json.loads(done.stdout)
+    assert done.returncode == 2 and answer["status"] == "bad_baseline", done.stderr
+    assert answer["reason"].startswith(said), answer["reason"]
+    assert answer["culprit"] == [] and [s["baseline"] for s in answer["steps"]][-1] == "good"
+    assert answer["launches"] <= 5  # the good launch before any launch again
+
+
+def test_ctrl_c_during_the_good_first_launch_keeps_the_bad_launch_s_target(tmp_path):
+    rules = ("--rule=--x=>capture", "--rule=--port=>hang")  # the good launch hangs, the bad one fails first
+    sides = ["--good", line(*rules), "--bad", line(*rules, "--x", "--y")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diagbench", "isolate", *sides, "--good-first"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    wait_until(
+        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob("runs/*/cells/002-good*/server.log")),
+        what="the good launch's server to be up (it hangs)",
+    )
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, output.decode()
+    iso = read_isolation(next((tmp_path / "runs").glob("2*")))
+    assert iso is not None and iso.status is Status.INTERRUPTED
+    assert iso.target.label == "failed:cuda_graph_capture"  # what the bad launch did, though the good one never ended
+    assert [(s.baseline, s.result) for s in iso.steps] == [("bad", Result.FAIL), ("good", Result.UNRESOLVED)]
+    assert b"target: failed:cuda_graph_capture" in output
+
+
 def test_a_good_launch_that_fails_too_is_exit_2_with_one_message(tmp_path):
     good = line("--rule=--x=>oom", "--x")
     done = diagbench("isolate", "--good", good, "--bad", good + " --y", cwd=tmp_path)
@@ -517,6 +569,7 @@ matrix:
         (["--good", "a", "--bad", "b", "--ready", "("], "diagbench: --ready '(': invalid regular expression"),
         (["--good", "a", "--bad", "b", "--signatures", "sglng"], "diagbench: --signatures: unknown pack 'sglng'"),
         (["--good", "a", "--bad", "b", "--parallel", "2"], "diagbench: --parallel 2: put {port} where each"),
+        (["--good", "a", "--between", "x==1..2", "--good-first"], "diagbench: --good-first: --between launches"),
     ],
 )
 def test_unusable_requests_are_exit_2(tmp_path, args, message):

@@ -107,6 +107,20 @@ def test_a_good_launch_that_fails_is_asked_for_once_and_left_to_the_caller():
     assert found.culprit == ("f0",)  # what the search ends on; isolate reports the good launch instead
 
 
+def test_a_launch_without_one_of_a_pair_that_failed_otherwise_asks_for_the_good_launch_before_any_again():
+    """f3 alone fails some other way (as a good side that cannot start makes every launch
+    without f7 do): nothing without f7 came up, so the good launch is asked for, once, before
+    the pair's launches again; where it fails, the search stops there."""
+
+    def judge(probe: Probe) -> Judged:
+        return FAIL if {"f3", "f7"} <= probe else OTHER if "f7" not in probe else PASS
+
+    oracle = Oracle(judge, FACTORS[:8])
+    found = search(FACTORS[:8], oracle, confirm=True)
+    assert found.culprit == ("f3", "f7") and found.known[frozenset()] == OTHER
+    assert found.trouble == "the good launch did not come up" and oracle.again() == []
+
+
 def test_a_culprit_of_several_factors_never_asks_for_the_good_launch():
     for a, b in itertools.combinations(FACTORS[:6], 2):
         oracle = Oracle(fails_with(a, b), FACTORS[:6])
