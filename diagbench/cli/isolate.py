@@ -112,7 +112,7 @@ def isolate(
     given |= {"--http": rules.http, "--signatures": rules.signatures, "--fresh-caches": rules.fresh_caches}
     envs = (good_env or [], bad_env or [])
     if between is not None and good_first:
-        guarded(lambda: _no_good_first())
+        guarded(_no_good_first)
     if between is not None:
         problem = guarded(lambda: _between(spec, between, good, bad, good_env or [], good_deps, rules, as_json))
     elif good_deps is not None or bad_deps is not None:

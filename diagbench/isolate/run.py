@@ -152,9 +152,7 @@ def _search(problem: Problem, prober: Prober, options: IsolateOptions) -> Isolat
         width = max(1, len(prober.slots) // options.repeat)
         found = search(names, prober.test, width, confirm=options.repeat == 1, known=first)
         culprit, known = found.culprit, found.known
-        if GOOD not in known and not any(j.result is Result.PASS for j in known.values()):
-            known[GOOD] = prober.test([GOOD])[0]  # nothing came up: is the good side itself broken?
-        good = prober.launched.get(prober.key(())) if GOOD in known else None
+        good = prober.launched.get(prober.key(())) if GOOD in known else None  # where the search needed it
         if good is not None and (trouble := check_good(good)):
             return prober.isolation(Status.BAD_BASELINE, trouble, (), notes)
         notes = (*notes, *_stood_for_good(prober.steps)) if good is None else notes

@@ -137,7 +137,8 @@ def search(
     """A 1-minimal set of factors that reproduces the target, and every probe's result.
 
     `known` holds what was launched before: the bad launch (all applied), which fails. The
-    good one is asked for only where no launch without the culprit came up (`GOOD`).
+    good one (`GOOD`) is asked for only where, for some factor of the culprit, no launch
+    without it came up, or where none came up at all.
     `width`: probes launched at once (the answer is the same at any width)."""
     seen: dict[Probe, Judged] = dict(known or {})  # each probe over all its launches
     seen.setdefault(frozenset(factors), Judged(Result.FAIL, reproduced=True))
@@ -156,6 +157,8 @@ def search(
         if isinstance(step, _Shrink):
             current = [f for f in current if f in step.to]  # a factor the culprit does not need
         elif isinstance(step, str):
+            if GOOD not in seen and not any(j.result is Result.PASS for j in seen.values()):
+                seen[GOOD] = test([GOOD], False)[0]  # nothing came up: is the good side itself broken?
             return Searched(tuple(culprit), seen, step)
         elif not step.new and not step.again:
             return Searched(tuple(culprit), seen)

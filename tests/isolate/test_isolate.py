@@ -468,23 +468,30 @@ def test_a_launch_without_a_factor_that_did_not_come_up_makes_the_good_launch_an
     assert answer["launches"] <= 5  # the good launch before any launch again
 
 
-def test_ctrl_c_during_the_good_first_launch_keeps_the_bad_launch_s_target(tmp_path):
-    rules = ("--rule=--x=>capture", "--rule=--port=>hang")  # the good launch hangs, the bad one fails first
-    sides = ["--good", line(*rules), "--bad", line(*rules, "--x", "--y")]
+def interrupted(tmp_path: Path, args: list[str], cell: str, what: str) -> bytes:
+    """`diagbench isolate ARGS`, Ctrl-C once the server of the cell folder `cell` is up: its
+    output (it must exit 130)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "diagbench", "isolate", *sides, "--good-first"],
+        [sys.executable, "-m", "diagbench", "isolate", *args],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, "COLUMNS": "200"},
     )
     wait_until(
-        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob("runs/*/cells/002-good*/server.log")),
-        what="the good launch's server to be up (it hangs)",
+        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob(f"runs/*/cells/{cell}/server.log")),
+        what=what,
     )
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, output.decode()
+    return output
+
+
+def test_ctrl_c_during_the_good_first_launch_keeps_the_bad_launch_s_target(tmp_path):
+    rules = ("--rule=--x=>capture", "--rule=--port=>hang")  # the good launch hangs, the bad one fails first
+    sides = ["--good", line(*rules), "--bad", line(*rules, "--x", "--y"), "--good-first"]
+    output = interrupted(tmp_path, sides, "002-good*", "the good launch's server to be up (it hangs)")
     iso = read_isolation(next((tmp_path / "runs").glob("2*")))
     assert iso is not None and iso.status is Status.INTERRUPTED
     assert iso.target.label == "failed:cuda_graph_capture"  # what the bad launch did, though the good one never ended
@@ -581,20 +588,8 @@ def test_unusable_requests_are_exit_2(tmp_path, args, message):
 
 def test_ctrl_c_in_the_middle_keeps_the_records_and_exits_130(tmp_path):
     rules = ["--rule=--a,--b=>capture", "--rule=--a=>hang"]  # the first probe, --a alone, hangs
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "diagbench", "isolate", "--good", line(*rules), "--bad", line(*rules, "--a", "--b")],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    wait_until(
-        lambda: any("Load weight begin." in p.read_text() for p in tmp_path.glob("runs/*/cells/002-*/server.log")),
-        what="the first probe's server to be up (it hangs)",
-    )
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 130, output.decode()
+    sides = ["--good", line(*rules), "--bad", line(*rules, "--a", "--b")]
+    output = interrupted(tmp_path, sides, "002-*", "the first probe's server to be up (it hangs)")
     run_dir = next((tmp_path / "runs").glob("2*"))
     outcomes = [json.loads(p.read_text())["outcome"] for p in sorted(run_dir.glob("cells/*/result.json"))]
     assert outcomes == ["failed", "cancelled"]
