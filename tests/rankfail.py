@@ -6,7 +6,15 @@ in an all_reduce and fail after it (their peer is gone). For tests/launch/test_f
 
 MODE: `import` (the failing rank imports a module that does not exist: import_error), `raise`
 (a ValueError: class other), `segv` (the failing rank kills itself with SIGSEGV and prints
-nothing). The failing rank is the last one (WORLD - 1); it fails 0.5 s after the group is up.
+nothing), `logged` (the failing rank prints its own ImportError with no prefix, leaves the
+group and takes LINGER_S to exit). The failing rank is the last one (WORLD - 1); it fails 0.5 s
+after the group is up.
+
+Under mp.spawn, `join` reports whichever failed process it finds first, and a rank's error
+reaches the log only through that report. So the order of exits is made certain, never left to
+the scheduler: in the first three modes the other ranks print their lost peer and take LINGER_S
+to exit (join reports the failing rank, then stops them); in `logged` they exit at once and the
+failing rank lingers (join reports only a peer's fallout).
 """
 
 from __future__ import annotations
@@ -15,6 +23,9 @@ import os
 import signal
 import sys
 import time
+import traceback
+
+LINGER_S = 20.0  # far beyond any scheduling delay; the launcher stops a lingering rank at once
 
 
 def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
@@ -31,10 +42,32 @@ def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
         time.sleep(0.5)  # the others are in their all_reduce by now
         if mode == "segv":
             os.kill(os.getpid(), signal.SIGSEGV)
+        if mode == "logged":
+            _logged_and_lingering()
         if mode == "import":
             import diagbench_no_such_module  # noqa: F401  # the failing rank's own error
         raise ValueError(f"rank {me} gave up: bad shard 7")
-    dist.all_reduce(torch.ones(4))
+    try:
+        dist.all_reduce(torch.ones(4))
+    except RuntimeError:
+        if rank is not None:  # under mp.spawn (torchrun's ranks print theirs with a prefix as they end)
+            traceback.print_exc()  # the lost peer: fallout
+            if mode != "logged":
+                time.sleep(LINGER_S)  # exits after the failing rank, whatever the load
+        raise
+
+
+def _logged_and_lingering() -> None:
+    """The failing rank's own error, printed by itself (no prefix), then it leaves and exits slowly."""
+    import torch.distributed as dist
+
+    try:
+        import diagbench_no_such_module  # noqa: F401
+    except ImportError:
+        traceback.print_exc()
+    dist.destroy_process_group()  # its peers lose it now
+    time.sleep(LINGER_S)
+    sys.exit(1)
 
 
 def spawned(rank: int, mode: str, world: int) -> None:

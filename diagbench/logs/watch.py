@@ -133,11 +133,13 @@ class Watch:
 
     def member_died(self, words: str, sig: int, now: float) -> Decision | None:
         """A process of the server's tree, not the main one, was ended by signal `sig` (`words` name
-        it). Once a failure is being decided, deaths are its fallout: ignored."""
+        it). Its parent reports it (a launcher names the rank, a server its worker) once it sees
+        it, so the window waits for that report as for fallout (FALLOUT_SETTLE_S; the launch's
+        exit ends the wait). Once a failure is being decided, deaths are its fallout: ignored."""
         hit = death_hit(words, sig, self.lines)
         if self.decision or hit is None or self._window is not None:
             return self.decision
-        self._window = Window(now + self.settle_s, self.lines + self.settle_lines, [hit])
+        self._window = Window(now + max(self.settle_s, FALLOUT_SETTLE_S), self.lines + self.settle_lines, [hit])
         return None
 
     def exited(self, code: int | None, now: float) -> Decision:

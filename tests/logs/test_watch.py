@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diagbench.logs.decision import ReadyRule
+from diagbench.logs.firstrank import FALLOUT_SETTLE_S
 from diagbench.logs.scan import Scanner
 from diagbench.logs.signatures import builtin_packs, load_packs
 from diagbench.logs.watch import REQUEST_SETTLE_S, Watch
@@ -401,8 +402,21 @@ def test_a_root_cause_line_in_the_window_outranks_the_death_which_stays_secondar
     w = Watch(ReadyRule(), deadline=100, settle_s=0.5)
     w.member_died("VLLM::Worker (pid 3) was killed by SIGKILL", 9, 1.0)
     feed(w, "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`\n", now=1.1)
-    d = w.tick(1.5)
+    d = w.tick(1.0 + FALLOUT_SETTLE_S)
     assert (d.failure_class, d.secondary_classes, d.signature) == ("oom", ("killed",), "vllm.kv_cache_oom")
+
+
+def test_a_death_waits_for_its_parents_report_as_fallout_does_and_the_exit_ends_the_wait():
+    """torchrun polls its workers, stops the rest, then prints the summary naming the rank: a
+    window of the spec's 0.1 s would tear the launch down before it (found flaky on a loaded CI)."""
+    w = Watch(ReadyRule(), deadline=100, settle_s=0.1)
+    w.member_died("python (pid 7) was killed by SIGSEGV", 11, 1.0)
+    assert w.tick(1.5) is None and w.wakeup() == 1.0 + FALLOUT_SETTLE_S
+    d = w.exited(1, 1.6)
+    assert (d.outcome, d.failure_class, d.at) == (Outcome.FAILED, "segfault", 1.6)
+    late = Watch(ReadyRule(), deadline=100, settle_s=0.1)
+    late.member_died("python (pid 7) was killed by SIGSEGV", 11, 1.0)
+    assert late.tick(1.0 + FALLOUT_SETTLE_S).failure_class == "segfault"  # no report: the death alone decides
 
 
 def test_deaths_by_an_orderly_signal_after_a_failure_or_after_the_decision_change_nothing():
