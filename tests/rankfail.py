@@ -7,14 +7,14 @@ in an all_reduce and fail after it (their peer is gone). For tests/launch/test_f
 MODE: `import` (the failing rank imports a module that does not exist: import_error), `raise`
 (a ValueError: class other), `segv` (the failing rank kills itself with SIGSEGV and prints
 nothing), `logged` (the failing rank prints its own ImportError with no prefix, leaves the
-group and takes LINGER_S to exit). The failing rank is the last one (WORLD - 1); it fails 0.5 s
+group and takes LINGER_S to exit), `silent` (the same, printing nothing). The failing rank is the last one (WORLD - 1); it fails 0.5 s
 after the group is up.
 
 Under mp.spawn, `join` reports whichever failed process it finds first, and a rank's error
 reaches the log only through that report. So the order of exits is made certain, never left to
 the scheduler: in the first three modes the other ranks print their lost peer and take LINGER_S
-to exit (join reports the failing rank, then stops them); in `logged` they exit at once and the
-failing rank lingers (join reports only a peer's fallout).
+to exit (join reports the failing rank, then stops them); in `logged` and `silent` they exit at
+once and the failing rank lingers (join reports only a peer's fallout).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
         time.sleep(0.5)  # the others are in their all_reduce by now
         if mode == "segv":
             os.kill(os.getpid(), signal.SIGSEGV)
-        if mode == "logged":
-            _logged_and_lingering()
+        if mode in ("logged", "silent"):
+            _leaves_and_lingers(said=mode == "logged")
         if mode == "import":
             import diagbench_no_such_module  # noqa: F401  # the failing rank's own error
         raise ValueError(f"rank {me} gave up: bad shard 7")
@@ -52,19 +52,21 @@ def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
     except RuntimeError:
         if rank is not None:  # under mp.spawn (torchrun's ranks print theirs with a prefix as they end)
             traceback.print_exc()  # the lost peer: fallout
-            if mode != "logged":
+            if mode not in ("logged", "silent"):
                 time.sleep(LINGER_S)  # exits after the failing rank, whatever the load
         raise
 
 
-def _logged_and_lingering() -> None:
-    """The failing rank's own error, printed by itself (no prefix), then it leaves and exits slowly."""
+def _leaves_and_lingers(said: bool) -> None:
+    """The failing rank's own error, printed by itself (no prefix) if `said`, then it leaves the
+    group and exits slowly."""
     import torch.distributed as dist
 
     try:
         import diagbench_no_such_module  # noqa: F401
     except ImportError:
-        traceback.print_exc()
+        if said:
+            traceback.print_exc()
     dist.destroy_process_group()  # its peers lose it now
     time.sleep(LINGER_S)
     sys.exit(1)

@@ -78,7 +78,7 @@ class FirstFailure:
 
     rank: int | None
     who: str
-    cause: Cause | None  # None: a launcher named the rank, but no error of it was read
+    cause: Cause  # its own error, or the launcher's report of it (a rank that printed nothing)
 
 
 def is_fallout(cause: Cause) -> bool:
@@ -112,11 +112,10 @@ def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | N
         return None
     if is_fallout(root):  # mp.spawn's join may report only a rank that lost its peer: not the first to fail
         unnamed = next((c for c in causes if c.rank is None and not c.launcher and not is_fallout(c)), None)
-        if unnamed is not None:  # the first rank's own error, printed with no prefix: its class, rank unknown
-            return FirstFailure(None, "", unnamed)
+        # the first rank's own error, printed with no prefix: its class, rank unknown; else nothing says
+        return FirstFailure(None, "", unnamed) if unnamed is not None else None
     mine = next((c for c in own if c.rank == root.rank and not is_fallout(c)), None)
-    cause = mine or (root if not is_fallout(root) else None)
-    return FirstFailure(root.rank, root.who or f"rank{root.rank}", cause)
+    return FirstFailure(root.rank, root.who or f"rank{root.rank}", mine or root)
 
 
 def _launchers_root(reported: Sequence[Cause]) -> int | None:

@@ -158,8 +158,6 @@ def _by_first_rank(reading: Reading, causes: list[Cause]) -> Reading:
         return reading
     reading = replace(reading, first_failed_rank=found.rank, first_failed=found.who)
     root = found.cause
-    if root is None:
-        return reading
     if root.failure_class == reading.failure_class:
         return replace(reading, cause=root)
     if root.failure_class == "other" and not _elsewhere(reading.cause, found.who):

@@ -67,3 +67,12 @@ def test_mp_spawn_reporting_only_a_peer_never_names_the_peer(runs: Runs, torch_p
     join's report is in the log."""
     log = _check(runs, _spawn(torch_python, 2, "logged"), None, "import_error", settle="60s")
     assert "-- Process 0 terminated with the following error:" in log  # the report of the peer was read
+
+
+def test_mp_spawn_reporting_only_a_peer_of_a_rank_that_said_nothing_names_no_rank(
+    runs: Runs, torch_python: Path
+) -> None:
+    """The same, but the failing rank printed nothing anywhere: the class is the fallout's and
+    the rank is unknown (it was named as the peer, rank 0, before)."""
+    log = _check(runs, _spawn(torch_python, 2, "silent"), None, "nccl", settle="60s")
+    assert "-- Process 0 terminated with the following error:" in log
