@@ -7,8 +7,8 @@ in an all_reduce and fail after it (their peer is gone). For tests/launch/test_f
 MODE: `import` (the failing rank imports a module that does not exist: import_error), `raise`
 (a ValueError: class other), `segv` (the failing rank kills itself with SIGSEGV and prints
 nothing), `logged` (the failing rank prints its own ImportError with no prefix, leaves the
-group and takes LINGER_S to exit), `silent` (the same, printing nothing). The failing rank is the last one (WORLD - 1); it fails 0.5 s
-after the group is up.
+group and takes LINGER_S to exit), `silent` (the same, printing nothing). The failing rank is
+the last one (WORLD - 1); it fails 0.5 s after the group is up.
 
 Under mp.spawn, `join` reports whichever failed process it finds first, and a rank's error
 reaches the log only through that report. So the order of exits is made certain, never left to
@@ -26,6 +26,7 @@ import time
 import traceback
 
 LINGER_S = 20.0  # far beyond any scheduling delay; the launcher stops a lingering rank at once
+FAILING_RANK_LINGERS = ("logged", "silent")  # the modes where the failing rank, not its peers, ends last
 
 
 def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
@@ -42,7 +43,7 @@ def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
         time.sleep(0.5)  # the others are in their all_reduce by now
         if mode == "segv":
             os.kill(os.getpid(), signal.SIGSEGV)
-        if mode in ("logged", "silent"):
+        if mode in FAILING_RANK_LINGERS:
             _leaves_and_lingers(said=mode == "logged")
         if mode == "import":
             import diagbench_no_such_module  # noqa: F401  # the failing rank's own error
@@ -52,7 +53,7 @@ def work(mode: str, rank: int | None = None, world: int | None = None) -> None:
     except RuntimeError:
         if rank is not None:  # under mp.spawn (torchrun's ranks print theirs with a prefix as they end)
             traceback.print_exc()  # the lost peer: fallout
-            if mode not in ("logged", "silent"):
+            if mode not in FAILING_RANK_LINGERS:
                 time.sleep(LINGER_S)  # exits after the failing rank, whatever the load
         raise
 

@@ -105,9 +105,10 @@ def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | N
     at = next((k for k, c in enumerate(own) if not is_fallout(c)), None)
     if at is not None:
         first = own[at]
-        rank = first.rank if first.rank is not None else _launchers_root(reported)  # torchrun --tee: local ranks
+        named = _launchers_root(reported)  # torchrun --tee: local ranks only, its summary names the rank
+        rank = first.rank if first.rank is not None else (named.rank if named else None)
         return FirstFailure(rank, first.who or "", root_of(_its_report(own[at:], first.who)) or first)
-    root = next((c for c in reported if not is_fallout(c)), None) or (reported[0] if reported else None)
+    root = _launchers_root(reported)
     if root is None:
         return None
     if is_fallout(root):  # mp.spawn's join may report only a rank that lost its peer: not the first to fail
@@ -118,10 +119,9 @@ def first_failure(causes: Sequence[Cause], origins: int = 0) -> FirstFailure | N
     return FirstFailure(root.rank, root.who or f"rank{root.rank}", mine or root)
 
 
-def _launchers_root(reported: Sequence[Cause]) -> int | None:
-    """The rank a launcher's report names as the first failure, if one does."""
-    root = next((c for c in reported if not is_fallout(c)), None) or (reported[0] if reported else None)
-    return root.rank if root is not None else None
+def _launchers_root(reported: Sequence[Cause]) -> Cause | None:
+    """The report a launcher gives as the first failure: its first that is not fallout, else its first."""
+    return next((c for c in reported if not is_fallout(c)), None) or (reported[0] if reported else None)
 
 
 def _its_report(own: Sequence[Cause], who: str | None) -> list[Cause]:
